@@ -1,0 +1,131 @@
+// Public API of the canonical-JSON core (RFC 8785). No PostgreSQL header may be
+// included from src/core: this library is unit-tested and fuzzed on its own.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/json_error.hpp"
+
+namespace opledger::core {
+
+// A parsed JSON value (a compact tape / tree). Strings are held unescaped as UTF-8.
+// Object members keep input order; the writer sorts them. Duplicate member names
+// are rejected when the document is built (text parser and builder alike).
+class Document;
+
+struct ParseLimits {
+    // Deepest nesting of arrays/objects accepted; one more level raises too_deep.
+    std::size_t max_depth = 1000;
+};
+
+// Strict RFC 8259 parse of JSON text plus the SPEC §1 rules (no duplicates, valid
+// UTF-8, no lone surrogates, no NaN/Infinity, no trailing garbage, exact numbers).
+// Throws JsonError with byte_offset set.
+Document parse_json_text(std::string_view text, const ParseLimits& limits);
+
+// Builds a Document from events, for callers that already hold a parsed value
+// (the PostgreSQL layer walks jsonb with it; no detour through text).
+// number() takes a decimal number in JSON grammar (e.g. numeric_out's "1.50", "-0", "1e5").
+// Throws JsonError (duplicate names -> invalid_text; inexact numbers -> inexact_number).
+class DocumentBuilder {
+public:
+    explicit DocumentBuilder(const ParseLimits& limits);
+    ~DocumentBuilder();
+    DocumentBuilder(const DocumentBuilder&) = delete;
+    DocumentBuilder& operator=(const DocumentBuilder&) = delete;
+
+    void begin_object();
+    void key(std::string_view utf8_name);  // must be valid UTF-8; checked
+    void end_object();
+    void begin_array();
+    void end_array();
+    void string(std::string_view utf8);    // must be valid UTF-8; checked
+    void number(std::string_view decimal_text);
+    void boolean(bool value);
+    void null();
+
+    Document finish();  // exactly one complete top-level value must have been built
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// A set of RFC 6901 JSON Pointers, compiled for fast matching while writing.
+// parse() rejects malformed pointers ("a", "/~2", "/~") with JsonError(invalid_pointer).
+// The empty pointer "" (the whole document) is allowed.
+class PointerSet {
+public:
+    PointerSet();
+    ~PointerSet();
+    PointerSet(PointerSet&&) noexcept;
+    PointerSet& operator=(PointerSet&&) noexcept;
+    static PointerSet parse(const std::vector<std::string>& pointers);
+    bool empty() const noexcept;
+
+private:
+    friend class Document;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Options for writing the canonical form.
+struct WriteOptions {
+    const PointerSet* exclude = nullptr;  // members/elements at these pointers are left out
+    const PointerSet* redact = nullptr;   // values at these pointers are written as "[REDACTED]"
+};
+
+class Document {
+public:
+    Document();
+    ~Document();
+    Document(Document&&) noexcept;
+    Document& operator=(Document&&) noexcept;
+
+    // Appends the RFC 8785 canonical form to out.
+    void write_canonical(std::string& out, const WriteOptions& options = {}) const;
+    std::string canonical(const WriteOptions& options = {}) const;
+
+    // JSON Pointers (RFC 6901, in canonical member order) of the places where the
+    // two documents differ: a member present in one only, a value of another type
+    // or value, arrays of different lengths (the array itself). Values under
+    // `ignore` pointers are not compared. Returns at most max_pointers entries.
+    static std::vector<std::string> diff(const Document& a, const Document& b,
+                                         const PointerSet* ignore = nullptr,
+                                         std::size_t max_pointers = 20);
+
+    struct Impl;  // defined in the core's private headers
+
+private:
+    std::unique_ptr<Impl> impl_;
+    friend class DocumentBuilder;
+    friend Document parse_json_text(std::string_view, const ParseLimits&);
+};
+
+// Convenience: parse_json_text(text).canonical().
+std::string canonicalize_text(std::string_view text, const ParseLimits& limits);
+
+// Canonical number text for a JSON number token (ECMAScript Number.prototype.toString
+// of the nearest double). Throws JsonError(inexact_number) when the decimal value of
+// the input differs from the value of that output (e.g. 9007199254740993, 1e400).
+std::string canonical_number(std::string_view json_number);
+
+// Total order of member names by UTF-16 code units (RFC 8785 §3.2.3), on UTF-8 input.
+int compare_utf16(std::string_view a, std::string_view b) noexcept;
+
+using Sha256Digest = std::array<std::uint8_t, 32>;
+Sha256Digest sha256(std::string_view bytes);                            // OpenSSL EVP
+Sha256Digest hmac_sha256(std::string_view key, std::string_view bytes);  // OpenSSL EVP_MAC
+
+// UUID version 8 (RFC 9562): first 16 bytes of SHA-256(namespace_utf8 || 0x00 || canonical_parts),
+// with version nibble 8 and variant 10xx set. A namespace cannot contain NUL (PostgreSQL text),
+// so the separator makes the encoding unambiguous.
+std::array<std::uint8_t, 16> derive_uuid_v8(std::string_view name_space, std::string_view canonical_parts);
+
+}  // namespace opledger::core

@@ -1,0 +1,84 @@
+// SQL entry points of SPEC §1: opledger.jcs, opledger.jcs_hash, opledger.derive_operation_id.
+#include <string>
+#include <string_view>
+
+#include "core/jcs.hpp"
+#include "pg/boundary.hpp"
+#include "pg/jsonb_reader.hpp"
+
+extern "C" {
+#include "utils/uuid.h"
+}
+
+namespace opledger::pg {
+namespace {
+
+std::string canonical_of_text_arg(FunctionCallInfo fcinfo) {
+    text* input = pg_call([&] { return PG_GETARG_TEXT_PP(0); });
+    std::string storage;
+    std::string_view utf8 = text_as_utf8(input, storage);
+    return core::canonicalize_text(utf8, json_parse_limits());
+}
+
+std::string canonical_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
+    Jsonb* input = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
+    return document_from_jsonb(input, json_parse_limits()).canonical();
+}
+
+Datum text_datum(std::string_view utf8) { return PointerGetDatum(utf8_to_text(utf8)); }
+
+Datum sha256_datum(std::string_view canonical) {
+    const core::Sha256Digest digest = core::sha256(canonical);
+    return PointerGetDatum(bytes_to_bytea(digest.data(), digest.size()));
+}
+
+}  // namespace
+}  // namespace opledger::pg
+
+using opledger::pg::sql_entry;
+
+extern "C" {
+
+PGDLLEXPORT Datum opledger_jcs_text(PG_FUNCTION_ARGS);
+PGDLLEXPORT Datum opledger_jcs_jsonb(PG_FUNCTION_ARGS);
+PGDLLEXPORT Datum opledger_jcs_hash_text(PG_FUNCTION_ARGS);
+PGDLLEXPORT Datum opledger_jcs_hash_jsonb(PG_FUNCTION_ARGS);
+PGDLLEXPORT Datum opledger_derive_operation_id(PG_FUNCTION_ARGS);
+
+PG_FUNCTION_INFO_V1(opledger_jcs_text);
+PG_FUNCTION_INFO_V1(opledger_jcs_jsonb);
+PG_FUNCTION_INFO_V1(opledger_jcs_hash_text);
+PG_FUNCTION_INFO_V1(opledger_jcs_hash_jsonb);
+PG_FUNCTION_INFO_V1(opledger_derive_operation_id);
+
+// jcs(text) and jcs(json): json's storage is its text, so one entry serves both.
+Datum opledger_jcs_text(PG_FUNCTION_ARGS) {
+    return sql_entry(fcinfo, [&] { return opledger::pg::text_datum(opledger::pg::canonical_of_text_arg(fcinfo)); });
+}
+
+Datum opledger_jcs_jsonb(PG_FUNCTION_ARGS) {
+    return sql_entry(fcinfo, [&] { return opledger::pg::text_datum(opledger::pg::canonical_of_jsonb_arg(fcinfo, 0)); });
+}
+
+Datum opledger_jcs_hash_text(PG_FUNCTION_ARGS) {
+    return sql_entry(fcinfo, [&] { return opledger::pg::sha256_datum(opledger::pg::canonical_of_text_arg(fcinfo)); });
+}
+
+Datum opledger_jcs_hash_jsonb(PG_FUNCTION_ARGS) {
+    return sql_entry(fcinfo, [&] { return opledger::pg::sha256_datum(opledger::pg::canonical_of_jsonb_arg(fcinfo, 0)); });
+}
+
+Datum opledger_derive_operation_id(PG_FUNCTION_ARGS) {
+    return sql_entry(fcinfo, [&] {
+        std::string storage;
+        text* name_space = opledger::pg::pg_call([&] { return PG_GETARG_TEXT_PP(0); });
+        const std::string_view name_space_utf8 = opledger::pg::text_as_utf8(name_space, storage);
+        const std::string parts = opledger::pg::canonical_of_jsonb_arg(fcinfo, 1);
+        const auto uuid = opledger::core::derive_uuid_v8(name_space_utf8, parts);
+        pg_uuid_t* result = opledger::pg::pg_call([&] { return static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t))); });
+        memcpy(result->data, uuid.data(), UUID_LEN);
+        return UUIDPGetDatum(result);
+    });
+}
+
+}  // extern "C"

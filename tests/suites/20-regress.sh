@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# make installcheck: pg_regress (sql/, expected/) and isolation specs
+# (tests/isolation/specs) against the running test cluster. TAP tests need a
+# non-root user and run in their own suite.
+set -uo pipefail
+cd "${OPLEDGER_ROOT:-$(dirname "$0")/../..}"
+output=$(make installcheck TAP_TESTS= 2>&1)
+status=$?
+echo "$output" | grep -vE '^(make|echo|rm|/usr)' | grep -E ' ok | FAILED |failed|tests passed|^ok|^not ok|=====' 
+if [ "$status" != 0 ]; then
+    for diffs in regression.diffs output_iso/regression.diffs; do
+        [ -f "$diffs" ] && { echo "--- $diffs"; head -300 "$diffs"; }
+    done
+fi
+passed=$(echo "$output" | grep -cE '^(ok|test|     ) .* ok( |$)|\.\.\. ok|^ok [0-9]+ ')
+failed=$(echo "$output" | grep -cE 'FAILED|\.\.\. failed|^not ok [0-9]+ ')
+[ "$status" != 0 ] && [ "$failed" = 0 ] && failed=1
+echo "$passed passed, $failed failed"
+[ "$status" = 0 ]

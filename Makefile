@@ -15,11 +15,11 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 # The install script is assembled from one fragment per component, in name order,
 # so that each part of the SQL surface lives beside the code it belongs to.
-INSTALL_FRAGMENTS := $(sort $(wildcard control/install/*.sql))
-INSTALL_SCRIPT = build/opledger--$(EXTVERSION).sql
+EXTENSION_SQL_PARTS := $(sort $(wildcard control/install/*.sql))
+EXTENSION_SQL = opledger--$(EXTVERSION).sql
 UPGRADE_SCRIPTS := $(wildcard control/upgrade/opledger--*--*.sql)
 DATA = control/opledger.control $(UPGRADE_SCRIPTS)
-DATA_built = $(INSTALL_SCRIPT)
+DATA_built = $(EXTENSION_SQL)
 
 REGRESS = $(basename $(notdir $(sort $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=. --load-extension=opledger
@@ -35,15 +35,14 @@ SHLIB_LINK += -lstdc++ -lcrypto -lsimdjson
 # Debian's PostgreSQL is built with LLVM; JIT-inlining C++ bitcode buys nothing here.
 override with_llvm = no
 
-EXTRA_CLEAN = build results regression.diffs regression.out output_iso tmp_check
+EXTRA_CLEAN = results regression.diffs regression.out output_iso tmp_check
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(INSTALL_SCRIPT): $(INSTALL_FRAGMENTS)
-	@mkdir -p $(dir $@)
-	cat $(INSTALL_FRAGMENTS) > $@
+$(EXTENSION_SQL): $(EXTENSION_SQL_PARTS)
+	cat $(EXTENSION_SQL_PARTS) > $@
 
 # Every object depends on the headers of its part (coarse but always correct).
 $(CORE_SRCS:.cpp=.o): $(wildcard src/core/*.hpp)

@@ -49,16 +49,31 @@ int sqlstate_of(core::JsonErrorKind kind) noexcept {
     return ERRCODE_INVALID_TEXT_REPRESENTATION;  // 22P02
 }
 
+const char* message_prefix(core::JsonErrorKind kind) noexcept {
+    switch (kind) {
+        case core::JsonErrorKind::invalid_text:
+            return "invalid JSON text: ";
+        case core::JsonErrorKind::invalid_pointer:
+            return "invalid JSON pointer: ";
+        case core::JsonErrorKind::inexact_number:
+        case core::JsonErrorKind::too_deep:
+            break;
+    }
+    return "JSON ";
+}
+
 void set_pending_json_error(const core::JsonError& error) noexcept {
     char detail[128] = {};
     if (error.byte_offset()) {
-        snprintf(detail, sizeof detail, "The problem is at byte offset %zu of the input.",
-                      *error.byte_offset());
+        snprintf(detail, sizeof detail, "The problem is at byte offset %zu of the input.", *error.byte_offset());
     }
-    const char* prefix = error.kind() == core::JsonErrorKind::invalid_pointer ? "invalid JSON pointer" : "invalid JSON";
     char message[sizeof pending.message];
-    snprintf(message, sizeof message, "%s: %s", prefix, error.what());
-    set_pending(sqlstate_of(error.kind()), message, detail, error.hint().c_str());
+    snprintf(message, sizeof message, "%s%s", message_prefix(error.kind()), error.what());
+    const char* hint = error.hint().c_str();
+    if (hint[0] == '\0' && error.kind() == core::JsonErrorKind::too_deep) {
+        hint = "The limit grows with the max_stack_depth setting.";
+    }
+    set_pending(sqlstate_of(error.kind()), message, detail, hint);
 }
 
 }  // namespace

@@ -16,7 +16,12 @@ namespace {
 // Levels of JSON nesting allowed per kilobyte of max_stack_depth.
 constexpr std::size_t kDepthPerStackKilobyte = 8;
 
-bool database_is_utf8() { return GetDatabaseEncoding() == PG_UTF8; }
+// SQL_ASCII databases store bytes unchecked; their JSON is taken as UTF-8 as is, so
+// that invalid UTF-8 is reported by the core (22P02) rather than by a conversion.
+bool database_is_utf8() {
+    const int encoding = GetDatabaseEncoding();
+    return encoding == PG_UTF8 || encoding == PG_SQL_ASCII;
+}
 
 // A jsonb string as UTF-8: jsonb holds the database encoding.
 std::string_view jsonb_string_as_utf8(const JsonbValue& value, std::string& storage) {

@@ -147,7 +147,8 @@ sql_expect_error OL001 "SELECT decision
 expect_contains "the error detail" "$SQL_ERROR_TEXT" "/amount_cents"
 
 say "Operators see the operation waiting for reconciliation:"
-sql_show "SELECT * FROM opledger.unknown_operations"
+sql_show "SELECT operation_id, tool, attempts, age, claim_owner, last_worker, error
+  FROM opledger.unknown_operations"
 
 chapter "4. The reconciler"
 say "A reconciler worker claims unknown operations (FOR UPDATE SKIP LOCKED: two reconcilers never get the same one) and asks the provider, by our reference, whether the refund exists."
@@ -159,8 +160,11 @@ lookup=$(curl -sS "$PROVIDER/v1/refunds?reference=$OP")
 printf '    -> %s\n' "$lookup"
 REFUND_ID=$(node -e 'const d=JSON.parse(process.argv[1]).data; console.log(d.length===1?d[0].id:"")' "$lookup")
 RESULT=$(node -e 'const r=JSON.parse(process.argv[1]).data[0]; console.log(JSON.stringify({refund_id:r.id,status:r.status,amount_cents:r.amount_cents}))' "$lookup" 2>/dev/null)
-[ -n "$REFUND_ID" ] && ok "the provider has exactly one refund with our reference: $REFUND_ID" \
-                    || fail "the provider has no single refund with our reference"
+if [ -n "$REFUND_ID" ]; then
+    ok "the provider has exactly one refund with our reference: $REFUND_ID"
+else
+    fail "the provider has no single refund with our reference"
+fi
 say "It did happen. The reconciler records that, with the provider's own reference:"
 sql_call "SELECT operation_id, status, result, provider_ref
   FROM opledger.op_resolve('$OP', 'applied',
@@ -187,12 +191,16 @@ say "The metrics view: duplicates prevented (op_begin answered anything but exec
 sql_call "SELECT * FROM opledger.metrics"
 expect "duplicates_prevented" "${ROW[duplicates_prevented]:-}" "2"
 expect "ops_unknown" "${ROW[ops_unknown]:-}" "0"
-sql_show "SELECT * FROM opledger.tool_stats"
+sql_show "SELECT tool, effect, attempts, begin_calls, duplicates_prevented, success_rate, unknown_rate
+  FROM opledger.tool_stats"
 say "And the audit trail of the operation, in order (the rejected OL001 call rolled back and left no event; it is in the server log):"
-sql_show "SELECT event_id, kind, status_before, status_after, attempt, worker, provider_ref
+sql_show "SELECT event_id, kind, decision, status_before, status_after, attempt, worker, provider_ref
   FROM opledger.events WHERE operation_id = '$OP' ORDER BY event_id"
 transitions=$(sql_value "SELECT string_agg(coalesce(status_before::text, '-') || '>' || status_after::text, ' ' ORDER BY event_id)
   FROM opledger.events WHERE operation_id = '$OP'")
+decisions=$(sql_value "SELECT string_agg(decision, ' ' ORDER BY event_id)
+  FROM opledger.events WHERE operation_id = '$OP' AND kind = 'begin'")
+expect "the decisions op_begin gave, in order" "$decisions" "execute reconcile replay"
 expect_contains "the audit trail" "$transitions" "pending>unknown"
 expect_contains "the audit trail" "$transitions" "unknown>succeeded"
 expect_contains "the audit trail" "$transitions" "succeeded>succeeded"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets everything up, then runs every test suite.
-#   sudo bash scripts/test-all.sh            # all suites
-#   sudo bash scripts/test-all.sh 20 30      # only suites whose names start with 20 or 30
+#   bash scripts/test-all.sh            # all suites
+#   bash scripts/test-all.sh 20 30      # only suites whose names start with 20 or 30
 # Each suite is tests/suites/NN-name.sh. It runs against a throwaway cluster started
 # here (as the postgres OS user), prints its own output and ends with a line
 # "N passed, M failed"; a suite that prints no such line counts as one test,

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Throwaway PostgreSQL cluster for the demo (sourced by demo/refund-story.sh).
 #
 #   cluster_start   initdb into a fresh mktemp dir, start it on a free port with its

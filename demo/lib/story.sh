@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # colours and ROW are used by the sourcing script
 # Narration helpers for demo/refund-story.sh (sourced). Every SQL statement the story
 # runs is printed before it runs, and its rows after; every expectation is checked,
 # and any miss makes the story exit non-zero (it doubles as a smoke test).
@@ -53,10 +55,14 @@ sql_call() {
         fail "the statement above failed"
         return 1
     fi
+    if [ -z "$out" ]; then
+        printf '    %s(done)%s\n' "$C_DIM" "$C_OFF"
+        return 0
+    fi
     local line key val width=0 rowno=1
     while IFS= read -r line; do
         key=${line%%$'\x1f'*}
-        [ ${#key} -gt $width ] && width=${#key}
+        [ "${#key}" -gt "$width" ] && width=${#key}
     done <<<"$out"
     while IFS= read -r line; do
         if [ -z "$line" ]; then
@@ -69,7 +75,6 @@ sql_call() {
         [ "$rowno" = 1 ] && ROW[$key]=$val
         printf '    %s%-*s%s | %s\n' "$C_DIM" "$width" "$key" "$C_OFF" "$val"
     done <<<"$out"
-    [ -n "$out" ] || printf '    %s(no rows)%s\n' "$C_DIM" "$C_OFF"
 }
 
 # sql_show "SQL": print the statement and its result as psql's aligned table.
@@ -96,7 +101,7 @@ sql_expect_error() {
     fi
     SQL_ERROR_TEXT=$(grep -v '^LOCATION:' <<<"$out")
     SQL_ERROR_STATE=$(sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): .*/\1/p' <<<"$out" | head -n1)
-    printf '%s\n' "$SQL_ERROR_TEXT" | fold -s -w 84 | sed "s/^/    ${C_WARN}/; s/\$/${C_OFF}/"
+    sed "s/^/    ${C_WARN}/; s/\$/${C_OFF}/" <<<"$SQL_ERROR_TEXT"
     expect "SQLSTATE" "$SQL_ERROR_STATE" "$want"
 }
 

@@ -1,11 +1,12 @@
 // RFC 8785 output: sorted members (order fixed while building), no whitespace,
 // minimal string escapes. Iterative with an explicit stack so nesting depth never
 // touches the machine stack; every byte is appended once, so writing is linear.
+#include <algorithm>
 #include <cstring>
 
 #include "core/document_impl.hpp"
-#include "core/pointer_impl.hpp"
 #include "core/string_scan.hpp"
+#include "core/workspace_impl.hpp"
 
 namespace opledger::core::detail {
 namespace {
@@ -53,6 +54,59 @@ void append_quoted(std::string& out, std::string_view utf8, bool needs_escape) {
 
 namespace {
 
+// Writes RFC 8785 string literals and escapes into a sink.
+void put_escape(OutputSink& out, unsigned char c) {
+    out.ensure(6);
+    out.put('\\');
+    switch (c) {
+        case '"': return out.put('"');
+        case '\\': return out.put('\\');
+        case '\b': return out.put('b');
+        case '\f': return out.put('f');
+        case '\n': return out.put('n');
+        case '\r': return out.put('r');
+        case '\t': return out.put('t');
+        default: {
+            const char escape[5] = {'u', '0', '0', kHexDigits[c >> 4], kHexDigits[c & 0xF]};
+            out.put(escape, 5);
+        }
+    }
+}
+
+// The string body (no quotes), escaped where RFC 8785 requires.
+void put_string_body(OutputSink& out, std::string_view utf8, bool needs_escape) {
+    if (!needs_escape) return out.write(utf8.data(), utf8.size());
+    std::size_t start = 0;
+    while (start < utf8.size()) {
+        const std::size_t special = find_string_special(utf8.data(), start, utf8.size());
+        out.write(utf8.data() + start, special - start);
+        if (special == utf8.size()) break;
+        put_escape(out, static_cast<unsigned char>(utf8[special]));
+        start = special + 1;
+    }
+}
+
+// `prefix` ('\0' for none) and `suffix` ('\0' for none) frame the literal: the
+// writer glues ',' before and ':' after member names without another room check.
+inline void put_quoted(OutputSink& out, const Node& node, char prefix, char suffix) {
+    const std::size_t framed = node.size + 4;
+    if (!node.needs_escape && out.has_room(framed)) {  // the common case: one check, one copy
+        if (prefix) out.put(prefix);
+        out.put('"');
+        out.put(node.data, node.size);
+        out.put('"');
+        if (suffix) out.put(suffix);
+        return;
+    }
+    out.ensure(2);
+    if (prefix) out.put(prefix);
+    out.put('"');
+    put_string_body(out, node.text(), node.needs_escape);
+    out.ensure(2);
+    out.put('"');
+    if (suffix) out.put(suffix);
+}
+
 constexpr std::string_view kRedacted = "\"[REDACTED]\"";
 
 // Where a pointer set stands at one value while walking; null when no pointer of
@@ -72,95 +126,120 @@ struct PointerCursor {
     bool active() const { return exclude || redact; }
 };
 
+// kPointers: whether exclude/redact sets are in play. The common case (none)
+// compiles without any cursor bookkeeping in the per-node path.
+template <bool kPointers>
 class Writer {
 public:
-    Writer(const Document::Impl& doc, std::string& out) : doc_(doc), out_(out) {}
+    Writer(const Document::Impl& doc, OutputSink& out, std::pmr::vector<WriteFrame>& stack)
+        : doc_(doc), out_(out), stack_(stack) {
+        stack_.clear();
+    }
 
     void write_root(PointerCursor cursor) {
         if (cursor.excluded()) return;  // the whole document is left out: empty output
-        if (cursor.redacted()) {
-            out_.append(kRedacted);
-            return;
-        }
-        write_value(0, cursor);
+        if (cursor.redacted()) return out_.write(kRedacted.data(), kRedacted.size());
+        write_value(0, cursor, '\0');
         while (!stack_.empty()) step();
     }
 
 private:
-    struct Frame {
-        std::size_t node;
-        std::size_t position;    // members/elements done so far
-        std::size_t next_child;  // arrays: tape index of the next element
-        PointerCursor cursor;
-        bool wrote_any;
-    };
-
-    // Writes a scalar completely, or the opening bracket of a container and pushes it.
-    void write_value(std::size_t index, PointerCursor cursor) {
+    // Writes a scalar completely (after `prefix`, a ',' or nothing), or the opening
+    // bracket of a container and pushes it.
+    void write_value(std::uint32_t index, PointerCursor cursor, char prefix) {
         const Node& node = doc_.tape[index];
+        out_.ensure(6);
+        if (prefix) out_.put(prefix);
         switch (node.type) {
-            case NodeType::null_value: out_.append("null", 4); return;
-            case NodeType::false_value: out_.append("false", 5); return;
-            case NodeType::true_value: out_.append("true", 4); return;
-            case NodeType::number: out_.append(node.data, node.size); return;
+            case NodeType::null_value: return out_.put("null", 4);
+            case NodeType::false_value: return out_.put("false", 5);
+            case NodeType::true_value: return out_.put("true", 4);
+            case NodeType::number: return out_.write(node.data, node.size);
             case NodeType::string:
-            case NodeType::key: append_quoted(out_, node.text(), node.needs_escape); return;
+            case NodeType::key: return put_quoted(out_, node, '\0', '\0');
             case NodeType::array:
             case NodeType::object:
-                out_.push_back(node.type == NodeType::array ? '[' : '{');
-                stack_.push_back(Frame{index, 0, index + 1, cursor.active() ? cursor : PointerCursor{}, false});
+                out_.put(node.type == NodeType::array ? '[' : '{');
+                {
+                    WriteFrame& frame = stack_.emplace_back();  // in place: no store-forwarding stall
+                    frame.node = index;
+                    frame.position = 0;
+                    frame.next_child = index + 1;
+                    frame.wrote_any = false;
+                }
+                if constexpr (kPointers) cursors_.push_back(cursor);
                 return;
         }
     }
 
+    // Writes members/elements of the innermost container until one of them opens a
+    // container (pushed; the loop resumes there) or the container ends.
     void step() {
-        Frame& frame = stack_.back();
+        WriteFrame& frame = stack_.back();
         const Node& node = doc_.tape[frame.node];
-        if (frame.position == node.size) {
-            out_.push_back(node.type == NodeType::array ? ']' : '}');
-            stack_.pop_back();
-            return;
+        const bool is_array = node.type == NodeType::array;
+        const std::size_t depth = stack_.size();
+        while (frame.position < node.size) {
+            const std::uint32_t position = frame.position++;
+            std::uint32_t value_index;
+            std::uint32_t key_index = 0;
+            if (is_array) {
+                value_index = frame.next_child;
+                frame.next_child = static_cast<std::uint32_t>(doc_.next_sibling(value_index));
+            } else {
+                key_index = doc_.members[node.container.first_member + position];
+                value_index = key_index + 1;
+            }
+            PointerCursor child;
+            if constexpr (kPointers) {
+                const PointerCursor& here = cursors_.back();
+                if (here.active())
+                    child = is_array ? here.element(position) : here.member(doc_.tape[key_index].text());
+                if (child.excluded()) continue;
+            }
+            // Without pointer sets nothing is skipped, so "wrote any" is "not the first".
+            char separator;
+            if constexpr (kPointers) {
+                separator = frame.wrote_any ? ',' : '\0';
+                frame.wrote_any = true;
+            } else {
+                separator = position != 0 ? ',' : '\0';
+            }
+            if (!is_array) {
+                put_quoted(out_, doc_.tape[key_index], separator, ':');
+                separator = '\0';
+            }
+            if constexpr (kPointers) {
+                if (child.redacted()) {
+                    if (separator) out_.write(&separator, 1);
+                    out_.write(kRedacted.data(), kRedacted.size());
+                    continue;
+                }
+            }
+            write_value(value_index, child, separator);
+            if (stack_.size() != depth) return;  // pushed a container: `frame` may dangle now
         }
-        const std::size_t position = frame.position++;
-        std::size_t value_index;
-        PointerCursor child;
-        std::size_t key_index = 0;
-        if (node.type == NodeType::array) {
-            value_index = frame.next_child;
-            frame.next_child = doc_.next_sibling(value_index);
-            if (frame.cursor.active()) child = frame.cursor.element(position);
-        } else {
-            key_index = doc_.members[node.first_member + position];
-            value_index = key_index + 1;
-            if (frame.cursor.active()) child = frame.cursor.member(doc_.tape[key_index].text());
-        }
-        if (child.excluded()) return;
-        if (frame.wrote_any) out_.push_back(',');
-        frame.wrote_any = true;
-        if (node.type == NodeType::object) {
-            const Node& key = doc_.tape[key_index];
-            append_quoted(out_, key.text(), key.needs_escape);
-            out_.push_back(':');
-        }
-        if (child.redacted()) {
-            out_.append(kRedacted);
-            return;
-        }
-        write_value(value_index, child);  // may push: `frame` is not used after this
+        out_.ensure(1);
+        out_.put(is_array ? ']' : '}');
+        stack_.pop_back();
+        if constexpr (kPointers) cursors_.pop_back();
     }
 
     const Document::Impl& doc_;
-    std::string& out_;
-    std::vector<Frame> stack_;
+    OutputSink& out_;
+    std::pmr::vector<WriteFrame>& stack_;
+    std::vector<PointerCursor> cursors_;  // kPointers only: the cursor of each open container
 };
 
 }  // namespace
 
-void write_document(const Document::Impl& doc, std::string& out, const WriteOptions& options) {
-    PointerCursor root;
-    if (options.exclude) root.exclude = pointer_trie(*options.exclude);
-    if (options.redact) root.redact = pointer_trie(*options.redact);
-    Writer(doc, out).write_root(root);
+void write_document(const Document::Impl& doc, OutputSink& out, std::pmr::vector<WriteFrame>& stack,
+                    const PointerTrie* exclude, const PointerTrie* redact) {
+    if (doc.tape.empty()) return;
+    if (exclude || redact)
+        Writer<true>(doc, out, stack).write_root(PointerCursor{exclude, redact});
+    else
+        Writer<false>(doc, out, stack).write_root(PointerCursor{});
 }
 
 }  // namespace opledger::core::detail

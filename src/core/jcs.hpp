@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,8 @@ namespace opledger::core {
 // Object members keep input order; the writer sorts them. Duplicate member names
 // are rejected when the document is built (text parser and builder alike).
 class Document;
+
+using Sha256Digest = std::array<std::uint8_t, 32>;
 
 struct ParseLimits {
     // Deepest nesting of arrays/objects accepted; one more level raises too_deep.
@@ -103,13 +106,44 @@ public:
     struct Impl;  // defined in the core's private headers
 
 private:
+    // Streams the canonical form to consume(target, bytes, size), in pieces.
+    void write_to(void (*consume)(void*, const char*, std::size_t), void* target,
+                  const WriteOptions& options) const;
+
     std::unique_ptr<Impl> impl_;
     friend class DocumentBuilder;
     friend Document parse_json_text(std::string_view, const ParseLimits&);
+    friend Sha256Digest canonical_sha256(const Document&, const WriteOptions&);
 };
 
-// Convenience: parse_json_text(text).canonical().
+// Convenience: parse_json_text(text).canonical(), through a per-call Workspace.
 std::string canonicalize_text(std::string_view text, const ParseLimits& limits);
+
+// Reusable memory for parsing and writing: back-to-back calls reuse it instead of
+// touching fresh pages (page faults dominate large documents on VMs otherwise).
+// Every byte it holds comes from `upstream` (the PostgreSQL layer passes a resource
+// backed by a memory context). Not thread-safe; one per thread/backend.
+class Workspace {
+public:
+    explicit Workspace(std::pmr::memory_resource* upstream = std::pmr::get_default_resource());
+    ~Workspace();
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+    // Gives back to upstream everything retained beyond keep_bytes (call between calls).
+    void trim(std::size_t keep_bytes) noexcept;
+    // Bytes currently held from upstream.
+    std::size_t retained_bytes() const noexcept;
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;  // Impl itself may be allocated normally; the big buffers go through upstream
+    friend void canonicalize_text(std::string_view, const ParseLimits&, Workspace&, std::string&);
+    friend Sha256Digest canonical_sha256_text(std::string_view, const ParseLimits&, Workspace&);
+};
+
+// Canonical form of JSON text into out (cleared first), using the workspace's memory.
+// Throws JsonError like parse_json_text; the workspace stays usable after any throw.
+void canonicalize_text(std::string_view text, const ParseLimits& limits, Workspace& workspace, std::string& out);
 
 // Canonical number text for a JSON number token (ECMAScript Number.prototype.toString
 // of the nearest double). Throws JsonError(inexact_number) when the decimal value of
@@ -119,8 +153,14 @@ std::string canonical_number(std::string_view json_number);
 // Total order of member names by UTF-16 code units (RFC 8785 §3.2.3), on UTF-8 input.
 int compare_utf16(std::string_view a, std::string_view b) noexcept;
 
-using Sha256Digest = std::array<std::uint8_t, 32>;
 Sha256Digest sha256(std::string_view bytes);                            // OpenSSL EVP
+
+// SHA-256 of the canonical form of JSON text, streamed: the canonical bytes are never
+// materialised in full (written through a small buffer into the digest).
+Sha256Digest canonical_sha256_text(std::string_view text, const ParseLimits& limits, Workspace& workspace);
+// The same for a Document (used for jsonb input and by the ledger), with WriteOptions.
+Sha256Digest canonical_sha256(const Document& document, const WriteOptions& options = {});
+
 Sha256Digest hmac_sha256(std::string_view key, std::string_view bytes);  // OpenSSL EVP_MAC
 
 // UUID version 8 (RFC 9562): first 16 bytes of SHA-256(namespace_utf8 || 0x00 || canonical_parts),

@@ -26,9 +26,9 @@ std::string unescape_token(const std::string& pointer, std::string_view raw) {
     return token;
 }
 
-void insert_pointer(PointerSet::Impl& impl, const std::string& pointer) {
+void insert_pointer(std::deque<detail::PointerTrie>& nodes, const std::string& pointer) {
     if (!pointer.empty() && pointer[0] != '/') throw_invalid_pointer(pointer, "must be empty or start with '/'");
-    detail::PointerTrie* node = &impl.nodes.front();
+    detail::PointerTrie* node = &nodes.front();
     std::size_t start = 1;
     while (start <= pointer.size() && !pointer.empty()) {
         std::size_t slash = pointer.find('/', start);
@@ -38,8 +38,8 @@ void insert_pointer(PointerSet::Impl& impl, const std::string& pointer) {
         if (found != node->children.end()) {
             node = const_cast<detail::PointerTrie*>(found->second);  // nodes are owned (mutable) by impl
         } else {
-            impl.nodes.emplace_back();
-            detail::PointerTrie* created = &impl.nodes.back();
+            nodes.emplace_back();
+            detail::PointerTrie* created = &nodes.back();
             node->children.emplace(std::move(token), created);
             node = created;
         }
@@ -60,17 +60,13 @@ PointerSet PointerSet::parse(const std::vector<std::string>& pointers) {
     if (pointers.empty()) return set;
     set.impl_ = std::make_unique<Impl>();
     set.impl_->nodes.emplace_back();
-    for (const std::string& pointer : pointers) insert_pointer(*set.impl_, pointer);
+    for (const std::string& pointer : pointers) insert_pointer(set.impl_->nodes, pointer);
     return set;
 }
 
 bool PointerSet::empty() const noexcept { return !impl_; }
 
 namespace detail {
-
-const PointerTrie* pointer_trie(const PointerSet& set) {
-    return set.impl_ ? &set.impl_->nodes.front() : nullptr;
-}
 
 void append_pointer_token(std::string& pointer, std::string_view token) {
     pointer.push_back('/');

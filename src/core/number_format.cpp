@@ -175,6 +175,15 @@ std::size_t scan_number_token(std::string_view text) noexcept {
     return i;
 }
 
+std::size_t format_double(double value, char* out) noexcept {
+    if (value == 0) {
+        out[0] = '0';
+        return 1;
+    }
+    const ShortestDigits shortest = shortest_digits(value);
+    return lay_out(value < 0, shortest.digits, shortest.count, shortest.point, out);
+}
+
 bool is_short_canonical_integer(std::string_view token) noexcept {
     const std::size_t sign = token[0] == '-' ? 1 : 0;
     const std::size_t digits = token.size() - sign;
@@ -184,11 +193,29 @@ bool is_short_canonical_integer(std::string_view token) noexcept {
     return !(sign == 1 && token[1] == '0');  // "-0" must become "0"
 }
 
-std::size_t format_canonical_number(std::string_view token, char* out) {
+namespace {
+
+// A decimal with at most 15 significant digits (DBL_DIG) in the normal range maps
+// to a double that no other such decimal maps to, so the shortest round-trip form
+// of that double is those very digits: the canonical form is a pure re-layout.
+constexpr std::size_t kDblDig = 15;
+constexpr std::int64_t kSafePoint = 290;  // well inside the normal range (1e-307 .. 1e308)
+
+bool has_exact_short_form(const DecimalValue& value) {
+    return !value.exponent_saturated && value.significant <= kDblDig && value.point <= kSafePoint &&
+           value.point >= -kSafePoint;
+}
+
+std::size_t format_canonical_number_impl(std::string_view token, char* out, bool allow_fast_path) {
     const DecimalValue value = decompose(token);
     if (value.significant == 0) {  // any spelling of zero, including -0 and 0e99999
         out[0] = '0';
         return 1;
+    }
+    char short_digits[kDblDig];
+    if (allow_fast_path && has_exact_short_form(value)) {
+        for (std::size_t i = 0; i < value.significant; ++i) short_digits[i] = value.digit(i);
+        return lay_out(value.negative, short_digits, value.significant, value.point, out);
     }
     // A double has at most 17 significant digits in shortest form and lies within
     // 10^-324 .. 10^309; anything outside cannot survive the round trip.
@@ -213,6 +240,16 @@ std::size_t format_canonical_number(std::string_view token, char* out) {
         std::memcmp(shortest.digits, digits, shortest.count) != 0)
         throw_inexact(token);
     return lay_out(value.negative, digits, value.significant, value.point, out);
+}
+
+}  // namespace
+
+std::size_t format_canonical_number(std::string_view token, char* out) {
+    return format_canonical_number_impl(token, out, true);
+}
+
+std::size_t format_canonical_number_via_double(std::string_view token, char* out) {
+    return format_canonical_number_impl(token, out, false);
 }
 
 }  // namespace opledger::core::detail

@@ -25,4 +25,12 @@ bool is_short_canonical_integer(std::string_view token) noexcept;
 // JsonError(inexact_number) when the value would change; byte_offset is left empty.
 std::size_t format_canonical_number(std::string_view token, char* out);
 
+// The same result computed always through the double (from_chars + shortest
+// to_chars), bypassing the 15-digit shortcut; kept for differential tests.
+std::size_t format_canonical_number_via_double(std::string_view token, char* out);
+
+// ECMAScript Number::toString of a finite double into out (room for
+// kMaxCanonicalNumberLength bytes); returns the length. -0 gives "0".
+std::size_t format_double(double value, char* out) noexcept;
+
 }  // namespace opledger::core::detail

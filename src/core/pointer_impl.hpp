@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/jcs.hpp"
 #include "core/no_postgres.hpp"
@@ -30,13 +31,11 @@ struct PointerTrie {
     }
 };
 
-// Root of the set's trie; null for an empty set.
-const PointerTrie* pointer_trie(const PointerSet& set);
-
 // RFC 6901 string form of a path of unescaped tokens ("~" -> "~0", "/" -> "~1").
 void append_pointer_token(std::string& pointer, std::string_view token);
 
-void write_document(const Document::Impl& doc, std::string& out, const WriteOptions& options);
+std::vector<std::string> diff_documents(const Document::Impl& a, const Document::Impl& b,
+                                        const PointerTrie* ignore, std::size_t max_pointers);
 
 }  // namespace opledger::core::detail
 

@@ -5,6 +5,7 @@
 #include "core/jcs.hpp"
 #include "pg/boundary.hpp"
 #include "pg/jsonb_reader.hpp"
+#include "pg/memory_resource.hpp"
 
 extern "C" {
 #include "utils/uuid.h"
@@ -16,19 +17,33 @@ namespace {
 std::string canonical_of_text_arg(FunctionCallInfo fcinfo) {
     text* input = pg_call([&] { return PG_GETARG_TEXT_PP(0); });
     std::string storage;
-    std::string_view utf8 = text_as_utf8(input, storage);
-    return core::canonicalize_text(utf8, json_parse_limits());
+    const std::string_view utf8 = text_as_utf8(input, storage);
+    WorkspaceLoan workspace;
+    std::string canonical;
+    core::canonicalize_text(utf8, json_parse_limits(), workspace.get(), canonical);
+    return canonical;
+}
+
+core::Sha256Digest canonical_hash_of_text_arg(FunctionCallInfo fcinfo) {
+    text* input = pg_call([&] { return PG_GETARG_TEXT_PP(0); });
+    std::string storage;
+    const std::string_view utf8 = text_as_utf8(input, storage);
+    WorkspaceLoan workspace;
+    return core::canonical_sha256_text(utf8, json_parse_limits(), workspace.get());
+}
+
+core::Document document_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
+    Jsonb* input = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
+    return document_from_jsonb(input, json_parse_limits());
 }
 
 std::string canonical_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
-    Jsonb* input = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
-    return document_from_jsonb(input, json_parse_limits()).canonical();
+    return document_of_jsonb_arg(fcinfo, argno).canonical();
 }
 
 Datum text_datum(std::string_view utf8) { return PointerGetDatum(utf8_to_text(utf8)); }
 
-Datum sha256_datum(std::string_view canonical) {
-    const core::Sha256Digest digest = core::sha256(canonical);
+Datum digest_datum(const core::Sha256Digest& digest) {
     return PointerGetDatum(bytes_to_bytea(digest.data(), digest.size()));
 }
 
@@ -61,11 +76,13 @@ Datum opledger_jcs_jsonb(PG_FUNCTION_ARGS) {
 }
 
 Datum opledger_jcs_hash_text(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] { return opledger::pg::sha256_datum(opledger::pg::canonical_of_text_arg(fcinfo)); });
+    return sql_entry(fcinfo, [&] { return opledger::pg::digest_datum(opledger::pg::canonical_hash_of_text_arg(fcinfo)); });
 }
 
 Datum opledger_jcs_hash_jsonb(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] { return opledger::pg::sha256_datum(opledger::pg::canonical_of_jsonb_arg(fcinfo, 0)); });
+    return sql_entry(fcinfo, [&] {
+        return opledger::pg::digest_datum(opledger::core::canonical_sha256(opledger::pg::document_of_jsonb_arg(fcinfo, 0)));
+    });
 }
 
 Datum opledger_derive_operation_id(PG_FUNCTION_ARGS) {

@@ -23,45 +23,167 @@ bool database_is_utf8() {
     return encoding == PG_UTF8 || encoding == PG_SQL_ASCII;
 }
 
-// A jsonb string as UTF-8: jsonb holds the database encoding.
-std::string_view jsonb_string_as_utf8(const JsonbValue& value, std::string& storage) {
-    std::string_view raw(value.val.string.val, static_cast<std::size_t>(value.val.string.len));
-    if (database_is_utf8()) return raw;
-    char* converted = pg_call([&] {
-        return pg_server_to_any(value.val.string.val, value.val.string.len, PG_UTF8);
-    });
-    storage.assign(converted);
-    if (converted != value.val.string.val) pfree(converted);
-    return storage;
+// jsonb is read in batches of tokens, each batch under one pg_call: a guard per
+// token (a sigsetjmp each) cost more than the rest of the walk. Strings and numbers
+// of a batch are converted to UTF-8 / decimal text inside the guarded part, into a
+// memory context that is reset for every batch.
+constexpr int kTokensPerBatch = 1024;
+
+struct JsonbToken {
+    JsonbIteratorToken kind;
+    enum jbvType type;  // for WJB_KEY / WJB_VALUE / WJB_ELEM
+    bool boolean;
+    const char* text;  // UTF-8 string, or the decimal text of a number
+    int length;
+};
+
+struct JsonbBatch {
+    JsonbIterator* iterator = nullptr;
+    MemoryContext scratch = nullptr;  // numbers and converted strings of the current batch
+    bool convert_strings = false;     // database encoding is not UTF-8
+    bool done = false;
+    int count = 0;
+    JsonbToken tokens[kTokensPerBatch];
+};
+
+// Plain C-style code only: runs inside pg_call (no C++ objects, no exceptions).
+void fill_token(JsonbBatch& batch, JsonbToken& token, const JsonbValue& value) {
+    token.type = value.type;
+    switch (value.type) {
+        case jbvString:
+            token.text = value.val.string.val;
+            token.length = value.val.string.len;
+            if (batch.convert_strings) {
+                token.text = pg_server_to_any(value.val.string.val, value.val.string.len, PG_UTF8);
+                if (token.text != value.val.string.val) token.length = static_cast<int>(strlen(token.text));
+            }
+            break;
+        case jbvNumeric:
+            // numeric_out is exact decimal text; the core decides whether the
+            // canonical (double) form keeps that value.
+            token.text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(value.val.numeric)));
+            token.length = static_cast<int>(strlen(token.text));
+            break;
+        case jbvBool:
+            token.boolean = value.val.boolean;
+            break;
+        default:
+            break;
+    }
 }
 
-void add_scalar(core::DocumentBuilder& builder, const JsonbValue& value, std::string& storage) {
-    switch (value.type) {
+// The iterator's own frames stay in the caller's context (it frees them as it
+// pops); only the batch's converted text goes to the scratch context.
+void read_batch(JsonbBatch& batch) {
+    MemoryContextReset(batch.scratch);
+    JsonbValue value;
+    batch.count = 0;
+    while (batch.count < kTokensPerBatch) {
+        JsonbIteratorToken kind = JsonbIteratorNext(&batch.iterator, &value, false);
+        if (kind == WJB_DONE) {
+            batch.done = true;
+            break;
+        }
+        JsonbToken& token = batch.tokens[batch.count++];
+        token.kind = kind;
+        if (kind == WJB_KEY || kind == WJB_VALUE || kind == WJB_ELEM) {
+            MemoryContext caller = MemoryContextSwitchTo(batch.scratch);
+            fill_token(batch, token, value);
+            MemoryContextSwitchTo(caller);
+        }
+    }
+}
+
+void add_scalar(core::DocumentBuilder& builder, const JsonbToken& token) {
+    switch (token.type) {
         case jbvNull:
             builder.null();
             return;
         case jbvBool:
-            builder.boolean(value.val.boolean);
+            builder.boolean(token.boolean);
             return;
         case jbvString:
-            builder.string(jsonb_string_as_utf8(value, storage));
+            builder.string(std::string_view(token.text, static_cast<std::size_t>(token.length)));
             return;
-        case jbvNumeric: {
-            // numeric_out is exact decimal text; the core decides whether the
-            // canonical (double) form keeps that value.
-            char* digits = pg_call([&] {
-                return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(value.val.numeric)));
-            });
-            storage.assign(digits);
-            pfree(digits);
-            builder.number(storage);
+        case jbvNumeric:
+            builder.number(std::string_view(token.text, static_cast<std::size_t>(token.length)));
             return;
-        }
         default:
             throw SqlError(ERRCODE_INTERNAL_ERROR, "unexpected jsonb value type",
-                           "A jsonb scalar of type " + std::to_string(static_cast<int>(value.type)) + " was found.");
+                           "A jsonb scalar of type " + std::to_string(static_cast<int>(token.type)) + " was found.");
     }
 }
+
+void add_token(core::DocumentBuilder& builder, const JsonbToken& token, bool raw_scalar) {
+    switch (token.kind) {
+        case WJB_BEGIN_ARRAY:
+            if (!raw_scalar) builder.begin_array();
+            break;
+        case WJB_END_ARRAY:
+            if (!raw_scalar) builder.end_array();
+            break;
+        case WJB_BEGIN_OBJECT:
+            builder.begin_object();
+            break;
+        case WJB_END_OBJECT:
+            builder.end_object();
+            break;
+        case WJB_KEY:
+            builder.key(std::string_view(token.text, static_cast<std::size_t>(token.length)));
+            break;
+        case WJB_VALUE:
+        case WJB_ELEM:
+            add_scalar(builder, token);
+            break;
+        case WJB_DONE:
+            break;
+    }
+}
+
+// Reads one jsonb value batch by batch. The batch and its scratch context are
+// created once per backend and reused: setting them up per call cost more than
+// reading a small document. Not reentrant, and it need not be: nothing called
+// while reading can come back here.
+class JsonbBatchReader {
+public:
+    explicit JsonbBatchReader(Jsonb* value) : batch_(shared_batch()) {
+        batch_.convert_strings = !database_is_utf8();
+        batch_.done = false;
+        batch_.count = 0;
+        batch_.iterator = pg_call([&] { return JsonbIteratorInit(&value->root); });
+    }
+    ~JsonbBatchReader() {
+        // Leaves nothing of this value behind in the backend-lifetime context.
+        MemoryContextReset(batch_.scratch);
+        batch_.iterator = nullptr;
+    }
+    JsonbBatchReader(const JsonbBatchReader&) = delete;
+    JsonbBatchReader& operator=(const JsonbBatchReader&) = delete;
+
+    // The next batch of tokens; an empty one at the end.
+    const JsonbBatch& next() {
+        if (batch_.done) {
+            batch_.count = 0;
+        } else {
+            JsonbBatch* batch = &batch_;
+            pg_call([batch] { read_batch(*batch); });
+        }
+        return batch_;
+    }
+
+private:
+    static JsonbBatch& shared_batch() {
+        static JsonbBatch batch;
+        if (batch.scratch == nullptr) {
+            batch.scratch = pg_call([] {
+                return AllocSetContextCreate(TopMemoryContext, "opledger jsonb scratch", ALLOCSET_DEFAULT_SIZES);
+            });
+        }
+        return batch;
+    }
+
+    JsonbBatch& batch_;
+};
 
 }  // namespace
 
@@ -73,36 +195,13 @@ core::ParseLimits json_parse_limits() {
 
 core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits) {
     core::DocumentBuilder builder(limits);
-    std::string storage;
     // A top-level scalar is stored as a one-element "raw scalar" array: skip that wrapper.
     const bool raw_scalar = JB_ROOT_IS_SCALAR(value);
-    JsonbIterator* iterator = pg_call([&] { return JsonbIteratorInit(&value->root); });
-    JsonbValue token_value;
+    JsonbBatchReader reader(value);
     for (;;) {
-        JsonbIteratorToken token = pg_call([&] { return JsonbIteratorNext(&iterator, &token_value, false); });
-        switch (token) {
-            case WJB_DONE:
-                return builder.finish();
-            case WJB_BEGIN_ARRAY:
-                if (!raw_scalar) builder.begin_array();
-                break;
-            case WJB_END_ARRAY:
-                if (!raw_scalar) builder.end_array();
-                break;
-            case WJB_BEGIN_OBJECT:
-                builder.begin_object();
-                break;
-            case WJB_END_OBJECT:
-                builder.end_object();
-                break;
-            case WJB_KEY:
-                builder.key(jsonb_string_as_utf8(token_value, storage));
-                break;
-            case WJB_VALUE:
-            case WJB_ELEM:
-                add_scalar(builder, token_value, storage);
-                break;
-        }
+        const JsonbBatch& batch = reader.next();
+        for (int i = 0; i < batch.count; ++i) add_token(builder, batch.tokens[i], raw_scalar);
+        if (batch.done) return builder.finish();
     }
 }
 

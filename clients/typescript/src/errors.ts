@@ -31,7 +31,12 @@ export class LedgerSqlError extends OpledgerError {
  */
 export class ArgumentMismatchError extends LedgerSqlError {
   get differingPointers(): string[] {
-    return this.detail ? [...this.detail.matchAll(/(?<![\w/])\/[^\s,;"')\]]*/g)].map((m) => m[0]) : [];
+    // DETAIL: "The arguments differ at: /a, /b/0. Stored fingerprint ..." (or "differ only
+    // under redacted paths (values are never shown): /card/cvv. Stored ...").
+    const m = /differ (?:at|only under redacted paths \(values are never shown\)): ([\s\S]*?)\. Stored fingerprint/
+      .exec(this.detail ?? '');
+    if (!m) return [];
+    return m[1].split(', ').map((p) => (p === '"" (the whole document)' ? '' : p));
   }
 }
 

@@ -121,6 +121,7 @@ class PgConn {
       c.on('error', () => { /* handled at next query */ if (this.client === c) this.client = null; });
       try {
         await c.connect();
+        try { c.connection.stream.setNoDelay(true); } catch (_) { /* not a TCP socket */ }
         const r = await c.query('SELECT pg_backend_pid() AS pid');
         this.backendPid = r.rows[0].pid;
         this.client = c;

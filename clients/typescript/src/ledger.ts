@@ -1,0 +1,158 @@
+// Thin, typed wrappers around the opledger.* SQL functions. Each method is one SQL
+// call; it runs in whatever transaction the given connection is in (a pg.Pool runs
+// each call in its own). Errors with an opledger SQLSTATE become typed errors.
+
+import { mapDatabaseError } from './errors.js';
+import { DECISIONS, type BeginResult, type JsonValue, type OperationRow, type Operation, type OpStatus, type ToolEffect } from './types.js';
+
+/** Anything with pg's query(text, values): a pg.Pool, pg.Client or pg.PoolClient. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: Record<string, any>[] }>;
+}
+
+export interface ToolOptions {
+  guarantee?: 'provider_key' | 'unique_constraint' | 'read_before_write' | 'none';
+  maxAttempts?: number;
+  lease?: string;
+  backoffBase?: string;
+  backoffMax?: string;
+  hashExclude?: string[];
+  redact?: string[];
+}
+
+export interface ReportOptions {
+  /** Fencing token: the attempt being reported (from the `execute` decision). */
+  attempt?: number;
+  providerRef?: string;
+}
+
+const json = (v: JsonValue | undefined | null): string | null => (v === undefined || v === null ? null : JSON.stringify(v));
+
+function toDate(v: unknown): Date | null {
+  if (v === null || v === undefined) return null;
+  return v instanceof Date ? v : new Date(String(v));
+}
+
+export function parseBeginRow(row: Record<string, any>): BeginResult {
+  const decision = row.decision;
+  if (!DECISIONS.includes(decision)) {
+    throw new Error(`op_begin returned an unknown decision: ${String(decision)}`);
+  }
+  return {
+    decision,
+    operationId: row.operation_id,
+    status: row.status as OpStatus,
+    attempt: Number(row.attempt),
+    result: row.result ?? null,
+    error: row.error ?? null,
+    providerRef: row.provider_ref ?? null,
+    retryAfter: toDate(row.retry_after),
+    finishedAt: toDate(row.finished_at),
+    purged: row.purged === true,
+  } as BeginResult;
+}
+
+export function parseOperationRow(row: Record<string, any>): OperationRow {
+  return {
+    operationId: row.operation_id,
+    tool: row.tool,
+    args: row.args ?? null,
+    status: row.status as OpStatus,
+    attempt: Number(row.attempt),
+    result: row.result ?? null,
+    error: row.error ?? null,
+    providerRef: row.provider_ref ?? null,
+    conversationId: row.conversation_id ?? null,
+    raw: row,
+  };
+}
+
+export class Ledger {
+  constructor(readonly db: Queryable) {}
+
+  private async q(text: string, values: unknown[]): Promise<Record<string, any>[]> {
+    try {
+      return (await this.db.query(text, values)).rows;
+    } catch (err) {
+      throw mapDatabaseError(err);
+    }
+  }
+
+  /** opledger.register_tool: declare a tool's effect class and retry policy. */
+  async registerTool(tool: string, effect: ToolEffect, o: ToolOptions = {}): Promise<Record<string, any>> {
+    const rows = await this.q(
+      `SELECT * FROM opledger.register_tool($1, $2::opledger.tool_effect,
+          guarantee => $3,
+          max_attempts => coalesce($4::int, 5),
+          lease => coalesce($5::interval, '5 minutes'),
+          backoff_base => coalesce($6::interval, '1 second'),
+          backoff_max => coalesce($7::interval, '5 minutes'),
+          hash_exclude => coalesce($8::text[], '{}'),
+          redact => coalesce($9::text[], '{}'))`,
+      [tool, effect, o.guarantee ?? null, o.maxAttempts ?? null, o.lease ?? null, o.backoffBase ?? null,
+        o.backoffMax ?? null, o.hashExclude ?? null, o.redact ?? null]);
+    return rows[0];
+  }
+
+  /** opledger.derive_operation_id: a deterministic UUID from a namespace and JSON parts. */
+  async deriveOperationId(namespace: string, parts: JsonValue): Promise<string> {
+    const rows = await this.q('SELECT opledger.derive_operation_id($1, $2::jsonb)::text AS id', [namespace, json(parts)]);
+    return rows[0].id;
+  }
+
+  /** opledger.op_begin: may this attempt run? */
+  async begin(op: Operation): Promise<BeginResult> {
+    const rows = await this.q(
+      'SELECT * FROM opledger.op_begin($1, $2, $3::jsonb, $4, $5, $6::interval)',
+      [op.operationId, op.tool, json(op.args), op.conversationId ?? null, op.worker ?? null, op.lease ?? null]);
+    return parseBeginRow(rows[0]);
+  }
+
+  async succeed(operationId: string, result: JsonValue, o: ReportOptions = {}): Promise<OperationRow> {
+    const rows = await this.q(
+      'SELECT * FROM opledger.op_succeed($1, $2::jsonb, attempt => $3::int, provider_ref => $4)',
+      [operationId, json(result) ?? 'null', o.attempt ?? null, o.providerRef ?? null]);
+    return parseOperationRow(rows[0]);
+  }
+
+  async fail(operationId: string, error: JsonValue, retryable = false, o: ReportOptions = {}): Promise<OperationRow> {
+    const rows = await this.q(
+      'SELECT * FROM opledger.op_fail($1, $2::jsonb, $3::boolean, attempt => $4::int, provider_ref => $5)',
+      [operationId, json(error), retryable, o.attempt ?? null, o.providerRef ?? null]);
+    return parseOperationRow(rows[0]);
+  }
+
+  async markUnknown(operationId: string, error?: JsonValue, o: ReportOptions = {}): Promise<OperationRow> {
+    const rows = await this.q(
+      'SELECT * FROM opledger.op_mark_unknown($1, $2::jsonb, attempt => $3::int, provider_ref => $4)',
+      [operationId, json(error), o.attempt ?? null, o.providerRef ?? null]);
+    return parseOperationRow(rows[0]);
+  }
+
+  async resolve(operationId: string, outcome: 'applied' | 'not_applied' | 'failed',
+    o: ReportOptions & { result?: JsonValue; resolver?: string; manual?: boolean } = {}): Promise<OperationRow> {
+    const rows = await this.q(
+      `SELECT * FROM opledger.op_resolve($1, $2, $3::jsonb, attempt => $4::int, provider_ref => $5,
+                                         resolver => $6, manual => $7::boolean)`,
+      [operationId, outcome, json(o.result), o.attempt ?? null, o.providerRef ?? null, o.resolver ?? null,
+        o.manual ?? false]);
+    return parseOperationRow(rows[0]);
+  }
+
+  async approve(operationId: string, approver: string, note?: string): Promise<OperationRow> {
+    const rows = await this.q('SELECT * FROM opledger.op_approve($1, $2, $3)', [operationId, approver, note ?? null]);
+    return parseOperationRow(rows[0]);
+  }
+
+  /** opledger.op_claim_reconciliation: the unknown operations this reconciler now owns. */
+  async claimReconciliation(worker: string, maxRows = 10, lease = '1 minute'): Promise<OperationRow[]> {
+    const rows = await this.q('SELECT * FROM opledger.op_claim_reconciliation($1, $2::int, $3::interval)',
+      [worker, maxRows, lease]);
+    return rows.map(parseOperationRow);
+  }
+
+  async sweep(maxRows = 1000): Promise<number> {
+    const rows = await this.q('SELECT opledger.op_sweep($1::int) AS n', [maxRows]);
+    return Number(rows[0].n);
+  }
+}

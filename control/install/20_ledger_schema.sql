@@ -1,0 +1,181 @@
+-- SPEC §2–§5 and §7: the ledger's types, tables and indexes.
+--
+-- Every table keyed by operation has operation_id in each primary key and unique
+-- constraint, so operations and events can be hash-partitioned / distributed by
+-- operation_id and co-located; tools and hmac_key are small reference tables.
+-- All tables are extension members marked with pg_extension_config_dump, so
+-- pg_dump/pg_restore carry their rows (and the event sequence's position).
+
+CREATE TYPE opledger.op_status AS ENUM (
+    'awaiting_approval', 'pending', 'succeeded', 'failed', 'unknown', 'retryable'
+);
+COMMENT ON TYPE opledger.op_status IS
+    'State of an operation; succeeded and failed are final';
+
+CREATE TYPE opledger.tool_effect AS ENUM (
+    'read_only', 'idempotent_write', 'non_idempotent_write', 'irreversible'
+);
+COMMENT ON TYPE opledger.tool_effect IS
+    'Effect class of a tool: decides what happens after a lost outcome (retry, reconcile, approval)';
+
+-- Tool policies (a reference table when distributed).
+CREATE TABLE opledger.tools (
+    tool          text NOT NULL PRIMARY KEY
+                  CHECK (tool <> '' AND pg_catalog.octet_length(tool) <= 1024),
+    effect        opledger.tool_effect NOT NULL,
+    guarantee     text
+                  CHECK (guarantee IN ('provider_key', 'unique_constraint', 'read_before_write', 'none')),
+    max_attempts  integer NOT NULL DEFAULT 5 CHECK (max_attempts > 0),
+    lease         interval NOT NULL DEFAULT '5 minutes' CHECK (lease > '0'::interval),
+    backoff_base  interval NOT NULL DEFAULT '1 second' CHECK (backoff_base >= '0'::interval),
+    backoff_max   interval NOT NULL DEFAULT '5 minutes' CHECK (backoff_max >= backoff_base),
+    hash_exclude  text[] NOT NULL DEFAULT '{}',
+    redact        text[] NOT NULL DEFAULT '{}',
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    updated_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE opledger.tools IS
+    'Registered tools and their retry policy (opledger.register_tool); unregistered tools use the defaults as non_idempotent_write';
+
+-- The per-database HMAC key for fingerprints of tools with redact paths. Created on
+-- first need (register_tool with redact paths), so a restored dump brings the old
+-- key back instead of clashing with a fresh one. No role but the owner reads it.
+CREATE TABLE opledger.hmac_key (
+    key_id      integer NOT NULL PRIMARY KEY CHECK (key_id = 1),
+    secret      bytea NOT NULL CHECK (pg_catalog.octet_length(secret) = 32),
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE opledger.hmac_key IS
+    'Secret key of the jcs-hmac-sha256/1 fingerprints (one row); readable only by the extension owner';
+
+-- The ledger: one row per operation ID.
+CREATE TABLE opledger.operations (
+    operation_id          text NOT NULL,
+    conversation_id       text,
+    tool                  text NOT NULL,
+    args                  jsonb,                  -- canonical, redacted; NULL once purged
+    args_hash             bytea NOT NULL,         -- fingerprint (see fingerprint_alg)
+    fingerprint_alg       text NOT NULL,          -- 'jcs-sha256/1' or 'jcs-hmac-sha256/1'
+    status                opledger.op_status NOT NULL,
+    attempt               integer NOT NULL DEFAULT 0,  -- executions started so far
+    lease_owner           text,
+    lease_expires_at      timestamptz,
+    retry_after           timestamptz,            -- earliest next execution (retryable, unknown idempotent)
+    result                jsonb,
+    error                 jsonb,
+    provider_ref          text,
+    created_at            timestamptz NOT NULL,
+    updated_at            timestamptz NOT NULL,
+    finished_at           timestamptz,            -- when the final status was reached
+    approved_by           text,
+    approved_at           timestamptz,
+    approval_note         text,
+    unknown_since         timestamptz,            -- when the op last became unknown
+    resolved_at           timestamptz,            -- when it last left unknown by a resolution
+    resolved_by           text,
+    resolution            text,                   -- applied | not_applied | failed | late_success
+    claim_owner           text,                   -- reconciler that claimed it (op_claim_reconciliation)
+    claim_expires_at      timestamptz,
+    late_successes        integer NOT NULL DEFAULT 0,
+    duplicate_effects     integer NOT NULL DEFAULT 0,  -- second, different successes
+    manual_interventions  integer NOT NULL DEFAULT 0,  -- approvals and manual resolutions
+    purged                boolean NOT NULL DEFAULT false,
+    purged_at             timestamptz,
+    CONSTRAINT operations_pkey PRIMARY KEY (operation_id),
+    CONSTRAINT operations_operation_id_check
+        CHECK (operation_id <> '' AND pg_catalog.octet_length(operation_id) <= 1024),
+    CONSTRAINT operations_attempt_check CHECK (attempt >= 0)
+) WITH (fillfactor = 90);
+COMMENT ON TABLE opledger.operations IS
+    'The ledger: one row per operation ID (write it only through the opledger.op_* functions)';
+
+-- op_sweep: pending ops by lease expiry.
+CREATE INDEX operations_lease_idx ON opledger.operations (lease_expires_at)
+    WHERE status = 'pending';
+-- unknown_operations, op_claim_reconciliation, metrics.oldest_unknown_age.
+CREATE INDEX operations_unknown_idx ON opledger.operations (unknown_since)
+    WHERE status = 'unknown';
+-- op_purge: final, not yet purged ops by finish time.
+CREATE INDEX operations_finished_idx ON opledger.operations (finished_at)
+    WHERE status IN ('succeeded', 'failed') AND NOT purged;
+-- metrics.reconciliation_latency_*: recent resolutions.
+CREATE INDEX operations_resolved_idx ON opledger.operations (resolved_at) INCLUDE (unknown_since)
+    WHERE resolved_at IS NOT NULL;
+-- Lookups by conversation.
+CREATE INDEX operations_conversation_idx ON opledger.operations (conversation_id)
+    WHERE conversation_id IS NOT NULL;
+
+-- The audit trail: append-only, one row per call that touched an operation.
+CREATE SEQUENCE opledger.events_event_id_seq AS bigint;
+CREATE TABLE opledger.events (
+    operation_id   text NOT NULL,
+    event_id       bigint NOT NULL DEFAULT pg_catalog.nextval('opledger.events_event_id_seq'::pg_catalog.regclass),
+    at             timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    kind           text NOT NULL,       -- begin, lease_expired, succeed, late_success, ...
+    decision       text,                -- op_begin's answer (kind = 'begin')
+    status_before  opledger.op_status,  -- NULL when the call created the operation
+    status_after   opledger.op_status NOT NULL,
+    attempt        integer,
+    worker         text,
+    provider_ref   text,
+    detail         jsonb,               -- what the call reported (results, errors), redacted
+    CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id)
+);
+COMMENT ON TABLE opledger.events IS
+    'Append-only audit trail of every call that touched an operation; op_purge removes the events of purged operations';
+
+CREATE FUNCTION opledger._events_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'opledger.events is append-only'
+        USING ERRCODE = '42501',
+              DETAIL = 'Events are never updated; the audit trail records what happened in order.',
+              HINT = 'Old events are removed only by opledger.op_purge.';
+END
+$$;
+CREATE TRIGGER events_append_only BEFORE UPDATE ON opledger.events
+    FOR EACH ROW EXECUTE FUNCTION opledger._events_append_only();
+CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
+    FOR EACH STATEMENT EXECUTE FUNCTION opledger._events_append_only();
+
+-- Counters for the metrics views, so they never scan the ledger. One row per
+-- (tool, backend slot): a backend runs one transaction at a time, so concurrent
+-- callers never wait on each other's counter row. Views sum over the slots.
+-- Status counts are deltas and may be negative in one slot; their sums are exact.
+CREATE TABLE opledger.counters (
+    tool                  text NOT NULL,
+    slot                  integer NOT NULL,
+    begins                bigint NOT NULL DEFAULT 0,  -- op_begin calls
+    executions            bigint NOT NULL DEFAULT 0,  -- op_begin answered execute (attempts)
+    duplicates_prevented  bigint NOT NULL DEFAULT 0,  -- op_begin answered anything else
+    successes             bigint NOT NULL DEFAULT 0,  -- transitions into succeeded
+    failures              bigint NOT NULL DEFAULT 0,  -- transitions into failed
+    retries               bigint NOT NULL DEFAULT 0,  -- transitions into retryable
+    unknowns              bigint NOT NULL DEFAULT 0,  -- transitions into unknown
+    late_successes        bigint NOT NULL DEFAULT 0,
+    duplicate_effects     bigint NOT NULL DEFAULT 0,
+    manual_interventions  bigint NOT NULL DEFAULT 0,
+    resolutions           bigint NOT NULL DEFAULT 0,  -- unknown left by op_resolve or a late success
+    n_awaiting_approval   bigint NOT NULL DEFAULT 0,
+    n_pending             bigint NOT NULL DEFAULT 0,
+    n_succeeded           bigint NOT NULL DEFAULT 0,
+    n_failed              bigint NOT NULL DEFAULT 0,
+    n_unknown             bigint NOT NULL DEFAULT 0,
+    n_retryable           bigint NOT NULL DEFAULT 0,
+    CONSTRAINT counters_pkey PRIMARY KEY (tool, slot)
+) WITH (fillfactor = 50);
+COMMENT ON TABLE opledger.counters IS
+    'Running counts behind opledger.metrics and opledger.tool_stats (per tool and backend slot; sum over slots)';
+
+REVOKE ALL ON opledger.tools, opledger.hmac_key, opledger.operations, opledger.events,
+    opledger.counters FROM PUBLIC;
+REVOKE ALL ON SEQUENCE opledger.events_event_id_seq FROM PUBLIC;
+
+SELECT pg_catalog.pg_extension_config_dump('opledger.tools', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.hmac_key', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.operations', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.events', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.counters', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.events_event_id_seq', '');

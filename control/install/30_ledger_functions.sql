@@ -1,0 +1,260 @@
+-- SPEC §2–§3: register_tool and the op_* functions. The state machine is C++
+-- (src/pg/ledger/); each op_* call locks one operation row, decides, writes the
+-- row, its event and the counters in one statement, and returns. None commits.
+-- All are SECURITY DEFINER with a pinned search_path: a caller needs EXECUTE only
+-- (granted explicitly, see 45_ledger_privileges.sql), never table privileges.
+-- They also pin enable_seqscan = off: their statements are prepared once per backend
+-- and kept, and a plan made while the ledger was empty (statistics say 0 rows) would
+-- otherwise scan the whole table for a primary-key lookup until the next ANALYZE.
+
+CREATE TYPE opledger.begin_result AS (
+    decision          text,                -- execute | replay | in_progress | retry_later | reconcile | needs_approval | failed
+    operation_id      text,
+    status            opledger.op_status,
+    attempt           integer,
+    result            jsonb,
+    error             jsonb,
+    provider_ref      text,
+    retry_after       timestamptz,         -- in_progress: lease end; retry_later: backoff end
+    lease_expires_at  timestamptz,         -- execute: until when this attempt holds the lease
+    finished_at       timestamptz,
+    purged            boolean,
+    fingerprint_alg   text,
+    args_hash         bytea
+);
+COMMENT ON TYPE opledger.begin_result IS 'Answer of opledger.op_begin';
+
+-- Internal helpers (not granted to anybody).
+CREATE FUNCTION opledger._check_pointers(pointers text[], parameter text) RETURNS void
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'opledger_check_pointers';
+COMMENT ON FUNCTION opledger._check_pointers(text[], text) IS
+    'internal: raises 22P02 naming the first malformed RFC 6901 JSON Pointer';
+
+CREATE FUNCTION opledger._random_secret() RETURNS bytea
+    LANGUAGE c VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'opledger_random_secret';
+COMMENT ON FUNCTION opledger._random_secret() IS
+    'internal: 32 bytes from the server''s strong random source';
+
+CREATE FUNCTION opledger.register_tool(
+    tool          text,
+    effect        opledger.tool_effect,
+    guarantee     text DEFAULT NULL,
+    max_attempts  integer DEFAULT 5,
+    lease         interval DEFAULT '5 minutes',
+    backoff_base  interval DEFAULT '1 second',
+    backoff_max   interval DEFAULT '5 minutes',
+    hash_exclude  text[] DEFAULT '{}',
+    redact        text[] DEFAULT '{}'
+) RETURNS opledger.tools
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    registered opledger.tools;
+BEGIN
+    IF tool IS NULL OR effect IS NULL OR max_attempts IS NULL OR lease IS NULL
+       OR backoff_base IS NULL OR backoff_max IS NULL OR hash_exclude IS NULL OR redact IS NULL THEN
+        RAISE EXCEPTION 'register_tool: only guarantee may be null'
+            USING ERRCODE = '22004',
+                  DETAIL = 'tool, effect, max_attempts, lease, backoff_base, backoff_max, hash_exclude and redact need values.';
+    END IF;
+    IF tool = '' OR octet_length(tool) > 1024 THEN
+        RAISE EXCEPTION 'register_tool: tool name must be 1 to 1024 bytes'
+            USING ERRCODE = '22023';
+    END IF;
+    IF guarantee IS NOT NULL AND guarantee NOT IN ('provider_key', 'unique_constraint', 'read_before_write', 'none') THEN
+        RAISE EXCEPTION 'register_tool: unknown guarantee "%"', guarantee
+            USING ERRCODE = '22023',
+                  HINT = 'Use provider_key, unique_constraint, read_before_write or none.';
+    END IF;
+    IF max_attempts <= 0 THEN
+        RAISE EXCEPTION 'register_tool: max_attempts must be positive, not %', max_attempts
+            USING ERRCODE = '22023';
+    END IF;
+    IF lease <= '0'::interval THEN
+        RAISE EXCEPTION 'register_tool: lease must be positive, not %', lease
+            USING ERRCODE = '22023';
+    END IF;
+    IF backoff_base < '0'::interval OR backoff_max < backoff_base THEN
+        RAISE EXCEPTION 'register_tool: backoff must satisfy 0 <= backoff_base <= backoff_max'
+            USING ERRCODE = '22023',
+                  DETAIL = format('backoff_base is %s and backoff_max is %s.', backoff_base, backoff_max);
+    END IF;
+    PERFORM opledger._check_pointers(hash_exclude, 'hash_exclude');
+    PERFORM opledger._check_pointers(redact, 'redact');
+    IF '' = ANY (hash_exclude) THEN
+        RAISE EXCEPTION 'register_tool: hash_exclude cannot hold the empty pointer'
+            USING ERRCODE = '22023',
+                  DETAIL = 'The empty JSON Pointer is the whole document; excluding it would give every call the same fingerprint.';
+    END IF;
+
+    IF cardinality(redact) > 0 THEN
+        -- The fingerprint key is created on first need; a restored dump brings it back.
+        INSERT INTO opledger.hmac_key (key_id, secret) VALUES (1, opledger._random_secret())
+        ON CONFLICT (key_id) DO NOTHING;
+    END IF;
+
+    INSERT INTO opledger.tools AS t (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
+                                     hash_exclude, redact)
+    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
+            ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p),
+            ARRAY(SELECT DISTINCT p FROM unnest(redact) AS p ORDER BY p))
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE
+        SET effect = excluded.effect, guarantee = excluded.guarantee, max_attempts = excluded.max_attempts,
+            lease = excluded.lease, backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
+            hash_exclude = excluded.hash_exclude, redact = excluded.redact,
+            updated_at = pg_catalog.clock_timestamp()
+    RETURNING t.* INTO registered;
+    RETURN registered;
+END
+$$;
+COMMENT ON FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]) IS
+    'Registers or updates a tool: effect class, retry policy, JSON Pointers left out of the fingerprint (hash_exclude) and never stored (redact)';
+
+CREATE FUNCTION opledger.op_begin(
+    operation_id     text,
+    tool             text,
+    args             jsonb,
+    conversation_id  text DEFAULT NULL,
+    worker           text DEFAULT NULL,
+    lease            interval DEFAULT NULL
+) RETURNS opledger.begin_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_begin';
+COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
+    'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed (OL001 on reuse with other arguments)';
+
+CREATE FUNCTION opledger.op_succeed(
+    operation_id  text,
+    result        jsonb,
+    attempt       integer DEFAULT NULL,
+    provider_ref  text DEFAULT NULL
+) RETURNS opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_succeed';
+COMMENT ON FUNCTION opledger.op_succeed(text, jsonb, integer, text) IS
+    'Records a success (pending/unknown/retryable -> succeeded); late successes are kept, a second different success is a detected duplicate effect';
+
+CREATE FUNCTION opledger.op_fail(
+    operation_id  text,
+    error         jsonb,
+    retryable     boolean DEFAULT false,
+    attempt       integer DEFAULT NULL,
+    provider_ref  text DEFAULT NULL
+) RETURNS opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_fail';
+COMMENT ON FUNCTION opledger.op_fail(text, jsonb, boolean, integer, text) IS
+    'Records a definite failure of the pending attempt: failed, or retryable after backoff (failed once max_attempts is reached)';
+
+CREATE FUNCTION opledger.op_mark_unknown(
+    operation_id  text,
+    error         jsonb DEFAULT NULL,
+    attempt       integer DEFAULT NULL,
+    provider_ref  text DEFAULT NULL
+) RETURNS opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_mark_unknown';
+COMMENT ON FUNCTION opledger.op_mark_unknown(text, jsonb, integer, text) IS
+    'Records that the outcome of the pending attempt could not be observed (pending -> unknown)';
+
+CREATE FUNCTION opledger.op_resolve(
+    operation_id  text,
+    outcome       text,
+    result        jsonb DEFAULT NULL,
+    attempt       integer DEFAULT NULL,
+    provider_ref  text DEFAULT NULL,
+    resolver      text DEFAULT NULL,
+    manual        boolean DEFAULT false
+) RETURNS opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_resolve';
+COMMENT ON FUNCTION opledger.op_resolve(text, text, jsonb, integer, text, text, boolean) IS
+    'Reconciles an unknown operation: applied -> succeeded (result), not_applied -> retryable, failed -> failed (result stored as error)';
+
+CREATE FUNCTION opledger.op_approve(
+    operation_id  text,
+    approver      text,
+    note          text DEFAULT NULL
+) RETURNS opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_approve';
+COMMENT ON FUNCTION opledger.op_approve(text, text, text) IS
+    'Approves an operation of an irreversible tool that awaits approval; the next op_begin may execute it';
+
+CREATE FUNCTION opledger.op_sweep(max_rows integer DEFAULT 1000) RETURNS integer
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_sweep';
+COMMENT ON FUNCTION opledger.op_sweep(integer) IS
+    'Expires stale leases (pending -> unknown, or retryable/failed for read_only tools); SKIP LOCKED, safe from many sessions and pg_cron';
+
+CREATE FUNCTION opledger.op_claim_reconciliation(
+    worker    text,
+    max_rows  integer DEFAULT 10,
+    lease     interval DEFAULT '1 minute'
+) RETURNS SETOF opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER ROWS 10
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_op_claim_reconciliation';
+COMMENT ON FUNCTION opledger.op_claim_reconciliation(text, integer, interval) IS
+    'Claims up to max_rows unknown operations for this reconciler (oldest first, FOR UPDATE SKIP LOCKED, claim held for lease)';
+
+CREATE FUNCTION opledger.op_purge(older_than interval) RETURNS integer
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+AS $$
+DECLARE
+    purged_count integer;
+BEGIN
+    IF older_than IS NULL THEN
+        RAISE EXCEPTION 'op_purge: older_than must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF older_than < '0'::interval THEN
+        RAISE EXCEPTION 'op_purge: older_than must not be negative, not %', older_than USING ERRCODE = '22023';
+    END IF;
+    -- Tombstones keep ID, tool, fingerprint, final status and finished_at, so a late
+    -- duplicate is still answered replay/failed; payloads and events go.
+    WITH p AS (
+        UPDATE opledger.operations AS o
+           SET args = NULL, result = NULL, error = NULL, approval_note = NULL,
+               purged = true, purged_at = pg_catalog.clock_timestamp()
+         WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged
+           AND o.finished_at < pg_catalog.clock_timestamp() - older_than
+        RETURNING o.operation_id
+    ), d AS (
+        DELETE FROM opledger.events AS e USING p WHERE e.operation_id = p.operation_id
+    )
+    SELECT count(*) INTO purged_count FROM p;
+    RETURN purged_count;
+END
+$$;
+COMMENT ON FUNCTION opledger.op_purge(interval) IS
+    'Purges final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
+
+CREATE FUNCTION opledger.flush_counters() RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'opledger_flush_counters';
+COMMENT ON FUNCTION opledger.flush_counters() IS
+    'Writes the counter deltas of this transaction now (they are otherwise written once, at commit), so metrics and tool_stats include the transaction''s own calls';

@@ -1,0 +1,29 @@
+// Shared OpenSSL error handling for the core's hashing code.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include "core/no_postgres.hpp"
+
+namespace opledger::core::detail {
+
+// Throws std::runtime_error naming the failed call and OpenSSL's queued reason.
+[[noreturn]] inline void throw_openssl_error(const char* what) {
+    const unsigned long code = ERR_get_error();
+    ERR_clear_error();
+    char reason[256] = "unknown error";
+    if (code != 0) ERR_error_string_n(code, reason, sizeof reason);
+    throw std::runtime_error(std::string("OpenSSL ") + what + " failed: " + reason);
+}
+
+struct DigestContextDeleter {
+    void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
+};
+using DigestContext = std::unique_ptr<EVP_MD_CTX, DigestContextDeleter>;
+
+}  // namespace opledger::core::detail

@@ -1,0 +1,47 @@
+// The ledger's settings. Called from the C _PG_init; owns no C++ objects, so an
+// ereport from DefineCustom*Variable unwinds nothing that needs a destructor.
+#include "pg/ledger/ledger_gucs.hpp"
+
+#include <climits>
+
+#include "pg/pg_headers.hpp"
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+namespace opledger::pg {
+
+bool ledger_require_registered_tools = false;
+bool ledger_notify = false;
+int ledger_max_payload_bytes = 1024 * 1024;
+
+void define_ledger_gucs() {
+    // SUSET: a policy of the database's operators, not of the agents calling op_begin.
+    DefineCustomBoolVariable(
+        "opledger.require_registered_tools",
+        "Makes op_begin reject tools that were never registered with opledger.register_tool.",
+        "When off (the default), an unregistered tool is treated as a non_idempotent_write tool "
+        "with the default policy. When on, op_begin raises SQLSTATE OL003 for it.",
+        &ledger_require_registered_tools, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+
+    // USERSET: whether a session's transitions wake LISTENers is the caller's choice.
+    DefineCustomBoolVariable(
+        "opledger.notify",
+        "Sends NOTIFY opledger on every transition of an operation out of pending.",
+        "The payload is a JSON object with operation_id and the new status; notifications "
+        "are delivered at commit, like every NOTIFY.",
+        &ledger_notify, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+
+    // SUSET: the limit protects the ledger's storage from a misbehaving caller, so the
+    // caller must not be able to raise it.
+    DefineCustomIntVariable(
+        "opledger.max_payload_bytes",
+        "Largest args, result or error (binary jsonb size) the ledger stores.",
+        "op_begin, op_succeed, op_fail, op_mark_unknown and op_resolve reject larger values "
+        "with SQLSTATE 54000 and change nothing.",
+        &ledger_max_payload_bytes, 1024 * 1024, 1024, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE,
+        nullptr, nullptr, nullptr);
+}
+
+}  // namespace opledger::pg

@@ -1,0 +1,15 @@
+// Settings of the ledger (SPEC §2, §3). Defined by define_ledger_gucs() from _PG_init.
+#pragma once
+
+namespace opledger::pg {
+
+// opledger.require_registered_tools: op_begin with an unregistered tool raises OL003.
+extern bool ledger_require_registered_tools;
+// opledger.notify: every transition out of pending sends NOTIFY opledger.
+extern bool ledger_notify;
+// opledger.max_payload_bytes: largest args / result / error jsonb accepted.
+extern int ledger_max_payload_bytes;
+
+void define_ledger_gucs();
+
+}  // namespace opledger::pg

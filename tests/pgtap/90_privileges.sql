@@ -1,0 +1,99 @@
+-- Privileges (least privilege): functions pin search_path and are SECURITY DEFINER;
+-- tables are not writable by PUBLIC; an orchestrator needs only EXECUTE; a dashboard
+-- role reads the views. Runs the recommended setup verbatim.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS opledger;
+SELECT plan(35);
+
+\ir setup/least_privilege.sql
+
+SELECT opledger.register_tool('pay', 'non_idempotent_write', redact => '{/cvv}');
+SELECT opledger.op_begin('p-existing', 'pay', '{"cvv":"1"}');
+
+-- Counters are written at commit; this transaction's own are flushed explicitly.
+SELECT opledger.flush_counters();
+-- Function definitions
+SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'opledger' AND p.proname NOT IN ('jcs', 'jcs_hash', 'derive_operation_id')
+              AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))), 0,
+          'every ledger function pins search_path = pg_catalog, pg_temp');
+SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'opledger' AND p.prosecdef),
+          'flush_counters,op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_resolve,op_succeed,op_sweep,register_tool',
+          'the op_* functions, register_tool and flush_counters are SECURITY DEFINER, nothing else');
+SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'opledger' AND (p.prosecdef OR p.proname LIKE '\_%')
+              AND has_function_privilege('public', p.oid, 'EXECUTE')), 0,
+          'PUBLIC cannot execute any SECURITY DEFINER or internal function');
+SELECT is((SELECT count(*)::int FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
+            WHERE n.nspname = 'opledger' AND a.grantee = 0), 0, 'no table, view or sequence grants anything to PUBLIC');
+
+-- The orchestrator: EXECUTE only
+SET LOCAL ROLE opledger_orchestrator;
+SELECT is((SELECT decision FROM opledger.op_begin('p-1', 'pay', '{"cvv":"999"}')), 'execute', 'orchestrator: op_begin works');
+SELECT is((SELECT status::text FROM opledger.op_succeed('p-1', '{"ok":true}')), 'succeeded', 'orchestrator: op_succeed works');
+SELECT lives_ok($$SELECT opledger.op_sweep()$$, 'orchestrator: op_sweep works');
+SELECT lives_ok($$SELECT * FROM opledger.op_claim_reconciliation('recon')$$, 'orchestrator: op_claim_reconciliation works');
+SELECT throws_ok($$INSERT INTO opledger.operations (operation_id, tool, args_hash, fingerprint_alg, status, created_at, updated_at)
+                   VALUES ('forged', 'pay', '\x00', 'x', 'succeeded', now(), now())$$, '42501', NULL, 'orchestrator cannot INSERT operations');
+SELECT throws_ok($$UPDATE opledger.operations SET status = 'succeeded' WHERE operation_id = 'p-existing'$$, '42501', NULL,
+                 'orchestrator cannot UPDATE operations');
+SELECT throws_ok($$DELETE FROM opledger.operations$$, '42501', NULL, 'orchestrator cannot DELETE operations');
+SELECT throws_ok($$INSERT INTO opledger.events (operation_id, kind, status_after) VALUES ('p-1', 'forged', 'failed')$$, '42501', NULL,
+                 'orchestrator cannot INSERT events');
+SELECT throws_ok($$UPDATE opledger.events SET kind = 'x'$$, '42501', NULL, 'orchestrator cannot UPDATE events');
+SELECT throws_ok($$DELETE FROM opledger.events$$, '42501', NULL, 'orchestrator cannot DELETE events');
+SELECT throws_ok($$SELECT * FROM opledger.operations$$, '42501', NULL, 'orchestrator does not even read the tables');
+SELECT throws_ok($$SELECT secret FROM opledger.hmac_key$$, '42501', NULL, 'orchestrator cannot read the fingerprint key');
+SELECT throws_ok($$UPDATE opledger.counters SET begins = 0$$, '42501', NULL, 'orchestrator cannot touch the counters');
+SELECT throws_ok($$SELECT opledger.register_tool('evil', 'read_only')$$, '42501', NULL, 'orchestrator cannot register tools');
+SELECT throws_ok($$SELECT opledger.op_purge('0')$$, '42501', NULL, 'orchestrator cannot purge');
+SELECT throws_ok($$SELECT opledger.op_approve('p-existing', 'me')$$, '42501', NULL, 'orchestrator cannot approve');
+SELECT throws_ok($$SELECT opledger._random_secret()$$, '42501', NULL, 'orchestrator cannot call internals');
+RESET ROLE;
+
+-- The dashboard: SELECT on the views only
+SELECT opledger.flush_counters();
+SET LOCAL ROLE opledger_dashboard;
+SELECT is((SELECT ops_total FROM opledger.metrics), 2::bigint, 'dashboard reads metrics');
+SELECT is((SELECT count(*)::int FROM opledger.tool_stats), 1, 'dashboard reads tool_stats');
+SELECT lives_ok($$SELECT * FROM opledger.unknown_operations$$, 'dashboard reads unknown_operations');
+SELECT throws_ok($$SELECT opledger.op_begin('p-2', 'pay', '{}')$$, '42501', NULL, 'dashboard cannot call op_begin');
+SELECT throws_ok($$SELECT * FROM opledger.events$$, '42501', NULL, 'dashboard cannot read raw events (not granted)');
+SELECT throws_ok($$DELETE FROM opledger.operations$$, '42501', NULL, 'dashboard cannot write');
+RESET ROLE;
+
+-- The admin role: tools, approvals, purge; reads args (redacted)
+SET LOCAL ROLE opledger_admin;
+SELECT lives_ok($$SELECT opledger.register_tool('mail', 'idempotent_write')$$, 'admin registers tools');
+SELECT is((SELECT args FROM opledger.operations WHERE operation_id = 'p-1'), '{"cvv":"[REDACTED]"}'::jsonb, 'admin sees redacted args');
+SELECT throws_ok($$SELECT secret FROM opledger.hmac_key$$, '42501', NULL, 'not even the admin role reads the key');
+RESET ROLE;
+
+-- A role with no grants at all
+CREATE ROLE opledger_nobody NOLOGIN;
+SET LOCAL ROLE opledger_nobody;
+SELECT throws_ok($$SELECT opledger.op_begin('p-3', 'pay', '{}')$$, '42501', NULL, 'a role without grants cannot use the ledger');
+RESET ROLE;
+
+-- A hostile search_path cannot redirect the ledger's own SQL: an operator text = text
+-- that raises, placed before pg_catalog, is never used by the functions.
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.trap(text, text) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'hijacked'; END $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.trap);
+SET LOCAL search_path = evil, pg_catalog, public;
+CREATE TEMP TABLE sp1 AS SELECT decision FROM opledger.op_begin('p-sp', 'pay', '{"cvv":"2"}');
+CREATE TEMP TABLE sp2 AS SELECT status::text AS status FROM opledger.op_succeed('p-sp', '{}');
+CREATE TEMP TABLE sp3 AS SELECT decision FROM opledger.op_begin('p-sp', 'pay', '{"cvv":"2"}');
+RESET search_path;
+SELECT is((SELECT decision FROM sp1) || '/' || (SELECT status FROM sp2), 'execute/succeeded', 'hostile search_path: op_begin and op_succeed work');
+SELECT is((SELECT decision FROM sp3), 'replay', 'hostile search_path: replay works');
+
+-- Append-only even for the owner
+SELECT throws_ok($$UPDATE opledger.events SET kind = 'rewritten'$$, '42501', 'opledger.events is append-only',
+                 'events cannot be updated, even by the owner');
+SELECT throws_ok($$TRUNCATE opledger.events$$, '42501', 'opledger.events is append-only', 'events cannot be truncated');
+
+SELECT * FROM finish();
+ROLLBACK;

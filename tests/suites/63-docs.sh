@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Docs and demo: every example of docs/sql-reference.md and docs/settings.md still
+# prints the output the page shows (docs/tools/examples.py, each page in a fresh
+# database), and the refund story (demo/refund-story.sh, its own throwaway cluster)
+# tells its story with every decision as written, leaving nothing behind.
+set -uo pipefail
+cd "${OPLEDGER_ROOT:-$(pwd)}" || exit 1
+
+passed=0 failed=0
+for page in docs/sql-reference.md docs/settings.md; do
+    db="opledger_docs_$$"
+    if ! createdb "$db"; then
+        echo "FAILED createdb $db"; failed=$((failed + 1)); continue
+    fi
+    out=$(PGDATABASE="$db" /usr/bin/python3 docs/tools/examples.py --check "$page" 2>&1)
+    dropdb --if-exists "$db" >/dev/null 2>&1
+    printf '%s: %s\n' "$page" "$(tail -n1 <<<"$out")"
+    sed '$d' <<<"$out"
+    p=$(tail -n1 <<<"$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+    f=$(tail -n1 <<<"$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+    if [ -z "$p" ]; then
+        echo "$out"; failed=$((failed + 1))
+    else
+        passed=$((passed + p)); failed=$((failed + f))
+    fi
+done
+
+before=$(ls -d /tmp/opledger-demo.* 2>/dev/null | sort)
+if NO_COLOR=1 bash demo/refund-story.sh; then
+    echo "ok     demo/refund-story.sh"
+    passed=$((passed + 1))
+else
+    echo "FAILED demo/refund-story.sh"
+    failed=$((failed + 1))
+fi
+after=$(ls -d /tmp/opledger-demo.* 2>/dev/null | sort)
+if [ "$before" = "$after" ]; then
+    echo "ok     the demo stopped and removed its cluster"
+    passed=$((passed + 1))
+else
+    echo "FAILED the demo left $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
+    failed=$((failed + 1))
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

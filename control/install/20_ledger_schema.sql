@@ -92,8 +92,10 @@ COMMENT ON TABLE opledger.operations IS
 -- op_sweep: pending ops by lease expiry.
 CREATE INDEX operations_lease_idx ON opledger.operations (lease_expires_at)
     WHERE status = 'pending';
--- unknown_operations, op_claim_reconciliation, metrics.oldest_unknown_age.
+-- unknown_operations (covering: an index-only scan), op_claim_reconciliation,
+-- metrics.oldest_unknown_age.
 CREATE INDEX operations_unknown_idx ON opledger.operations (unknown_since)
+    INCLUDE (operation_id, tool, attempt, provider_ref, claim_owner, claim_expires_at)
     WHERE status = 'unknown';
 -- op_purge: final, not yet purged ops by finish time.
 CREATE INDEX operations_finished_idx ON opledger.operations (finished_at)

@@ -4,7 +4,6 @@
 
 CREATE VIEW opledger.unknown_operations AS
 SELECT o.operation_id,
-       o.conversation_id,
        o.tool,
        coalesce(t.effect, 'non_idempotent_write'::opledger.tool_effect) AS effect,
        o.provider_ref,
@@ -12,14 +11,12 @@ SELECT o.operation_id,
        o.unknown_since,
        pg_catalog.clock_timestamp() - o.unknown_since AS age,
        CASE WHEN o.claim_expires_at > pg_catalog.clock_timestamp() THEN o.claim_owner END AS claim_owner,
-       CASE WHEN o.claim_expires_at > pg_catalog.clock_timestamp() THEN o.claim_expires_at END AS claim_expires_at,
-       o.lease_owner AS last_worker,
-       o.error
+       CASE WHEN o.claim_expires_at > pg_catalog.clock_timestamp() THEN o.claim_expires_at END AS claim_expires_at
   FROM opledger.operations AS o
   LEFT JOIN opledger.tools AS t ON t.tool = o.tool
  WHERE o.status = 'unknown'::opledger.op_status;
 COMMENT ON VIEW opledger.unknown_operations IS
-    'Operations whose outcome is unknown, with age, tool, provider_ref, attempts and live claim owner';
+    'Operations whose outcome is unknown, oldest first by unknown_since: age, tool, provider_ref, attempts and live claim owner (an index-only scan; join opledger.operations for more)';
 
 CREATE VIEW opledger.metrics AS
 WITH c AS (

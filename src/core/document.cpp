@@ -132,7 +132,7 @@ void Document::write_canonical(std::string& out, const WriteOptions& options) co
     write_to(detail::OutputSink::append_to_string, &out, options);
 }
 
-// Writes through a per-call staging buffer (a Document has no workspace) into consume.
+// Writes through a staging buffer on the stack (a Document has no workspace) into consume.
 void Document::write_to(void (*consume)(void*, const char*, std::size_t), void* target,
                         const WriteOptions& options) const {
     if (!impl_ || impl_->tape.empty()) return;
@@ -141,9 +141,9 @@ void Document::write_to(void (*consume)(void*, const char*, std::size_t), void* 
     const auto trie_root = [](const PointerSet* set) -> const detail::PointerTrie* {
         return set && set->impl_ ? &set->impl_->nodes.front() : nullptr;
     };
-    constexpr std::size_t kBufferBytes = 16 * 1024;
-    const std::unique_ptr<char[]> buffer(new char[kBufferBytes]);
-    detail::OutputSink sink(buffer.get(), kBufferBytes, consume, target);
+    // A small stack buffer: no allocation per call; big documents just flush more often.
+    char buffer[4096];
+    detail::OutputSink sink(buffer, sizeof buffer, consume, target);
     std::pmr::vector<detail::WriteFrame> stack;
     detail::write_document(*impl_, sink, stack, trie_root(options.exclude), trie_root(options.redact));
     sink.flush();

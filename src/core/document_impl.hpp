@@ -111,11 +111,14 @@ public:
         node.needs_escape = needs_escape;
     }
 
-    void key(const char* data, std::size_t size, bool needs_escape, std::size_t source_offset) {
+    // readable_before: how many bytes before data may be read (the text parser knows
+    // its buffer), which lets a short name's prefix come from one 8-byte load.
+    void key(const char* data, std::size_t size, bool needs_escape, std::size_t source_offset,
+             std::size_t readable_before = 0) {
         // Filled in place: a temporary built from 8- and 4-byte stores and copied with
         // one 16-byte load defeats store forwarding (it cost a fifth of parse time).
         PendingKey& pending = doc_.pending_keys.emplace_back();
-        pending.prefix = key_prefix(data, size);
+        pending.prefix = key_prefix(data, size, readable_before);
         pending.node = static_cast<std::uint32_t>(doc_.tape.size());
         pending.source_offset = static_cast<std::uint32_t>(source_offset);
         scalar(NodeType::key, data, size, needs_escape);
@@ -147,11 +150,16 @@ public:
     // (lead 0xEE/0xEF). Bytes >= 0xEE are always lead bytes, and two names first
     // differ at the same kind of byte, so remapping bytes keeps the comparison exact.
     // Equal prefixes say nothing (padding vs a real NUL byte): compare the names then.
-    static std::uint64_t key_prefix(const char* data, std::size_t size) {
+    static std::uint64_t key_prefix(const char* data, std::size_t size, std::size_t readable_before = 0) {
         std::uint64_t prefix = 0;
         if (size >= 8) {
             __builtin_memcpy(&prefix, data, 8);
             prefix = __builtin_bswap64(prefix);
+        } else if (size != 0 && size + readable_before >= 8) {
+            // The 8 bytes ending at the name's end: after the byte swap the name is in
+            // the low `size` bytes; shifting moves it to the top and zero-fills below.
+            __builtin_memcpy(&prefix, data + size - 8, 8);
+            prefix = __builtin_bswap64(prefix) << (8 * (8 - size));
         } else {
             for (std::size_t i = 0; i < size; ++i)
                 prefix |= std::uint64_t{static_cast<unsigned char>(data[i])} << (56 - 8 * i);

@@ -123,7 +123,9 @@ public:
         {
             const std::size_t offset = pos;
             const StringBytes name = parse_string(pos);
-            tape_.key(name.data, name.size, name.needs_escape, offset);
+            // A name left in place is preceded by its opening quote and everything before.
+            const bool in_text = name.data == text + offset + 1;
+            tape_.key(name.data, name.size, name.needs_escape, offset, in_text ? offset + 1 : 0);
             pos = name.next;
         }
         pos = skip_whitespace(pos);

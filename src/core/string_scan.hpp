@@ -22,14 +22,29 @@ inline std::size_t find_string_special(const char* begin, std::size_t from, std:
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\');
     const __m128i max_control = _mm_set1_epi8(0x1F);
-    for (; i + 16 <= size; i += 16) {
-        const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(begin + i));
-        // unsigned c <= 0x1F  <=>  min(c, 0x1F) == c
+    // unsigned c <= 0x1F  <=>  min(c, 0x1F) == c
+    const auto special_mask = [&](std::size_t at) {
+        const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(begin + at));
         const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(chunk, max_control), chunk);
         const __m128i special =
             _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(chunk, quote), _mm_cmpeq_epi8(chunk, backslash)), control);
-        const int mask = _mm_movemask_epi8(special);
-        if (mask != 0) return i + static_cast<std::size_t>(__builtin_ctz(static_cast<unsigned>(mask)));
+        return static_cast<unsigned>(_mm_movemask_epi8(special));
+    };
+    // The first 16 bytes alone (most names and short values end there), then 32 per
+    // step: half the loop branches on long text.
+    if (i + 16 <= size) {
+        const unsigned mask = special_mask(i);
+        if (mask != 0) return i + static_cast<std::size_t>(__builtin_ctz(mask));
+        i += 16;
+    }
+    for (; i + 32 <= size; i += 32) {
+        const unsigned mask = special_mask(i) | (special_mask(i + 16) << 16);
+        if (mask != 0) return i + static_cast<std::size_t>(__builtin_ctz(mask));
+    }
+    if (i + 16 <= size) {
+        const unsigned mask = special_mask(i);
+        if (mask != 0) return i + static_cast<std::size_t>(__builtin_ctz(mask));
+        i += 16;
     }
 #endif
     for (; i < size; ++i)

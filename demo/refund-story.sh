@@ -147,7 +147,7 @@ sql_expect_error OL001 "SELECT decision
 expect_contains "the error detail" "$SQL_ERROR_TEXT" "/amount_cents"
 
 say "Operators see the operation waiting for reconciliation:"
-sql_show "SELECT operation_id, tool, attempts, age, claim_owner, last_worker, error
+sql_show "SELECT operation_id, tool, attempts, age, claim_owner
   FROM opledger.unknown_operations"
 
 chapter "4. The reconciler"

@@ -39,3 +39,9 @@ SELECT pg_temp.backend_rss_kb() - :rss_before < 16384 AS rss_growth_under_16mb;
 
 -- The backend is still healthy and answers correctly.
 SELECT opledger.jcs('{"still":"working","n":1.50}'::text);
+
+-- Memory that outlives a call lives in PostgreSQL: the parser's reusable workspace is
+-- a memory context of its own, which gives back all but 8 MB after a large document.
+SELECT length(opledger.jcs_hash('[' || repeat('"0123456789abcdef",', 2500000) || '0]')) AS hashed_50mb;
+SELECT name, parent, total_bytes <= 9 * 1024 * 1024 AS keeps_at_most_9mb
+FROM pg_backend_memory_contexts WHERE name LIKE 'opledger%' ORDER BY name;

@@ -121,6 +121,7 @@ void TapeWriter::finish_object(std::size_t index, std::size_t count, const std::
 }  // namespace detail
 
 Document::Document() : impl_(std::make_unique<Impl>()) {}
+Document::Document(std::pmr::memory_resource* memory) : impl_(std::make_unique<Impl>(memory)) {}
 Document::~Document() = default;
 Document::Document(Document&&) noexcept = default;
 Document& Document::operator=(Document&&) noexcept = default;

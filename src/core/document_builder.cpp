@@ -18,13 +18,14 @@ struct DocumentBuilder::Impl {
         bool key_pending;  // objects: a key was given, its value is next
     };
 
-    Impl(Document document, Document::Impl& doc, const ParseLimits& limits)
-        : document(std::move(document)), doc(doc), tape(doc), max_depth(limits.max_depth) {}
+    Impl(Document document, Document::Impl& doc, const ParseLimits& limits, bool verify_utf8)
+        : document(std::move(document)), doc(doc), tape(doc), max_depth(limits.max_depth), verify_utf8(verify_utf8) {}
 
     Document document;
     Document::Impl& doc;
     detail::TapeWriter tape;
     std::size_t max_depth;
+    bool verify_utf8;
     std::vector<Open> open;
     bool complete = false;
 
@@ -46,17 +47,18 @@ struct DocumentBuilder::Impl {
         if (open.empty()) complete = true;
     }
 
-    const char* copy(std::string_view bytes) {
+    const char* store(std::string_view bytes, Storage storage) {
         if (bytes.size() > detail::kMaxInputBytes)
             throw JsonError(JsonErrorKind::invalid_text, "input too large (4 GiB or more)");
+        doc.size_hint += bytes.size() + 3;
+        if (storage == Storage::borrow) return bytes.data();
         char* stored = doc.arena.allocate(bytes.size());
         if (!bytes.empty()) std::memcpy(stored, bytes.data(), bytes.size());
-        doc.size_hint += bytes.size() + 3;
         return stored;
     }
 
-    static void check_utf8(std::string_view bytes, const char* what) {
-        if (detail::find_invalid_utf8(bytes))
+    void check_utf8(std::string_view bytes, const char* what) const {
+        if (verify_utf8 && detail::find_invalid_utf8(bytes))
             throw JsonError(JsonErrorKind::invalid_text, std::string("invalid UTF-8 byte sequence in ") + what);
     }
 
@@ -78,24 +80,29 @@ struct DocumentBuilder::Impl {
     }
 };
 
-DocumentBuilder::DocumentBuilder(const ParseLimits& limits) {
-    Document document;
+DocumentBuilder::DocumentBuilder(const ParseLimits& limits, Utf8 utf8, std::pmr::memory_resource* memory) {
+    Document document(memory);
     Document::Impl& doc = *document.impl_;  // stays put when the Document is moved
-    impl_ = std::make_unique<Impl>(std::move(document), doc, limits);
+    impl_ = std::make_unique<Impl>(std::move(document), doc, limits, utf8 == Utf8::verify);
 }
 
 DocumentBuilder::~DocumentBuilder() = default;
 
 void DocumentBuilder::begin_object() { impl_->open_container(detail::NodeType::object); }
 
-void DocumentBuilder::key(std::string_view utf8_name) {
+void DocumentBuilder::reserve(std::size_t values) {
+    impl_->doc.tape.reserve(impl_->doc.tape.size() + values);
+    impl_->doc.members.reserve(impl_->doc.members.size() + values / 2);
+}
+
+void DocumentBuilder::key(std::string_view utf8_name, Storage storage) {
     if (impl_->open.empty() || !impl_->open.back().is_object || impl_->open.back().key_pending)
         throw std::logic_error("DocumentBuilder: key outside an object or twice in a row");
-    Impl::check_utf8(utf8_name, "member name");
+    impl_->check_utf8(utf8_name, "member name");
     Impl::Open& top = impl_->open.back();
     ++top.count;
     top.key_pending = true;
-    impl_->tape.key(impl_->copy(utf8_name), utf8_name.size(), detail::needs_escaping(utf8_name), 0);
+    impl_->tape.key(impl_->store(utf8_name, storage), utf8_name.size(), detail::needs_escaping(utf8_name), 0);
 }
 
 void DocumentBuilder::end_object() {
@@ -112,10 +119,10 @@ void DocumentBuilder::end_array() {
     impl_->after_value();
 }
 
-void DocumentBuilder::string(std::string_view utf8) {
-    Impl::check_utf8(utf8, "string");
+void DocumentBuilder::string(std::string_view utf8, Storage storage) {
+    impl_->check_utf8(utf8, "string");
     impl_->before_value();
-    impl_->tape.scalar(detail::NodeType::string, impl_->copy(utf8), utf8.size(), detail::needs_escaping(utf8));
+    impl_->tape.scalar(detail::NodeType::string, impl_->store(utf8, storage), utf8.size(), detail::needs_escaping(utf8));
     impl_->after_value();
 }
 
@@ -125,7 +132,7 @@ void DocumentBuilder::number(std::string_view decimal_text) {
                         "invalid number \"" + std::string(decimal_text.substr(0, 40)) + "\"");
     impl_->before_value();
     if (detail::is_short_canonical_integer(decimal_text)) {
-        impl_->tape.scalar(detail::NodeType::number, impl_->copy(decimal_text), decimal_text.size());
+        impl_->tape.scalar(detail::NodeType::number, impl_->store(decimal_text, Storage::copy), decimal_text.size());
     } else {
         char* out = impl_->doc.arena.allocate(detail::kMaxCanonicalNumberLength);
         const std::size_t written = detail::format_canonical_number(decimal_text, out);

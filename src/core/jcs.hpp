@@ -38,17 +38,34 @@ Document parse_json_text(std::string_view text, const ParseLimits& limits);
 // Throws JsonError (duplicate names -> invalid_text; inexact numbers -> inexact_number).
 class DocumentBuilder {
 public:
-    explicit DocumentBuilder(const ParseLimits& limits);
+    // Whether key() and string() must check that their bytes are valid UTF-8. The
+    // PostgreSQL layer skips the check for jsonb from a UTF-8 database, whose
+    // strings PostgreSQL has validated already.
+    enum class Utf8 { verify, already_valid };
+
+    // The document's buffers come from `memory` (the PostgreSQL layer passes a pool
+    // kept in a memory context, so that small documents reuse memory call after call).
+    // The Document returned by finish() must not outlive that resource.
+    explicit DocumentBuilder(const ParseLimits& limits, Utf8 utf8 = Utf8::verify,
+                             std::pmr::memory_resource* memory = std::pmr::get_default_resource());
     ~DocumentBuilder();
     DocumentBuilder(const DocumentBuilder&) = delete;
     DocumentBuilder& operator=(const DocumentBuilder&) = delete;
 
+    // copy: the builder keeps its own copy of a name or string. borrow: the caller
+    // promises the bytes stay valid and unchanged until the Document is destroyed
+    // (jsonb read in place), and the builder keeps a view.
+    enum class Storage { copy, borrow };
+
+    // Expected number of values, so that the tape is sized once.
+    void reserve(std::size_t values);
+
     void begin_object();
-    void key(std::string_view utf8_name);  // must be valid UTF-8; checked
+    void key(std::string_view utf8_name, Storage storage = Storage::copy);  // valid UTF-8; checked
     void end_object();
     void begin_array();
     void end_array();
-    void string(std::string_view utf8);    // must be valid UTF-8; checked
+    void string(std::string_view utf8, Storage storage = Storage::copy);    // valid UTF-8; checked
     void number(std::string_view decimal_text);
     void boolean(bool value);
     void null();
@@ -87,6 +104,7 @@ struct WriteOptions {
 class Document {
 public:
     Document();
+    explicit Document(std::pmr::memory_resource* memory);  // an empty document whose buffers come from memory
     ~Document();
     Document(Document&&) noexcept;
     Document& operator=(Document&&) noexcept;

@@ -33,7 +33,6 @@ int hex_value(char c) {
     return -1;
 }
 
-constexpr std::size_t kMaxTapeReserve = std::size_t{1} << 22;  // nodes (64 MiB)
 
 bool is_whitespace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -68,8 +67,10 @@ public:
         if (size_ > kMaxInputBytes) fail(0, "input too large (4 GiB or more)");
         if (const auto bad = find_invalid_utf8({text_, size_})) fail(*bad, "invalid UTF-8 byte sequence");
         // Agent payloads average 15-30 input bytes per node; a rough first guess
-        // saves most regrowth without claiming much memory for string-heavy input.
-        doc_.tape.reserve(std::min<std::size_t>(size_ / 16 + 8, kMaxTapeReserve));
+        // saves most regrowth. It is not capped: a reserved but untouched page
+        // costs nothing, while regrowing a large tape copies it and faults in fresh
+        // pages again (the dominant cost of 500 MB documents on this kind of VM).
+        doc_.tape.reserve(size_ / 16 + 8);
         std::size_t pos = 0;
         const std::size_t size = size_;
         const char* const text = text_;

@@ -21,6 +21,12 @@ namespace opledger::core::detail {
     throw std::runtime_error(std::string("OpenSSL ") + what + " failed: " + reason);
 }
 
+// SHA-256 fetched from OpenSSL's default provider once per process. OpenSSL 3
+// otherwise looks the algorithm up (under a lock) on every EVP_Digest call with
+// EVP_sha256(); its documentation recommends explicit fetching for speed. The
+// object is OpenSSL's and lives as long as the library.
+const EVP_MD* sha256_algorithm();
+
 struct DigestContextDeleter {
     void operator()(EVP_MD_CTX* context) const { EVP_MD_CTX_free(context); }
 };

@@ -24,10 +24,20 @@ struct MacContextDeleter {
 
 }  // namespace
 
+namespace detail {
+
+const EVP_MD* sha256_algorithm() {
+    static const EVP_MD* const algorithm = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    if (algorithm == nullptr) throw_openssl_error("EVP_MD_fetch(SHA256)");
+    return algorithm;
+}
+
+}  // namespace detail
+
 Sha256Digest sha256(std::string_view bytes) {
     Sha256Digest digest{};
     unsigned int length = 0;
-    if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 ||
+    if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, detail::sha256_algorithm(), nullptr) != 1 ||
         length != digest.size())
         detail::throw_openssl_error("EVP_Digest(SHA-256)");
     return digest;
@@ -66,7 +76,7 @@ namespace opledger::core::detail {
 // does the same internally, and nothing outlives the call.
 Sha256Stream::Sha256Stream() : context_(EVP_MD_CTX_new()) {
     if (!context_) throw_openssl_error("EVP_MD_CTX_new");
-    if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), EVP_sha256(), nullptr) != 1) {
+    if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), sha256_algorithm(), nullptr) != 1) {
         EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_));
         throw_openssl_error("EVP_DigestInit_ex(SHA-256)");
     }

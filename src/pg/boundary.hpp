@@ -68,6 +68,9 @@ Datum sql_entry(FunctionCallInfo fcinfo, Body&& body) noexcept {
 }
 
 // Runs fn (PostgreSQL calls only) and turns an ereport into a PgError exception.
+// (-Wclobbered may warn about `value` and `error` under -Wextra: `value` is read only
+// when no longjmp happened, and `error` is written only after it, so neither can
+// hold a clobbered register copy.)
 template <typename Fn>
 auto pg_call(Fn&& fn) -> decltype(fn()) {
     MemoryContext caller_context = CurrentMemoryContext;

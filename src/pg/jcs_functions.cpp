@@ -32,13 +32,19 @@ core::Sha256Digest canonical_hash_of_text_arg(FunctionCallInfo fcinfo) {
     return core::canonical_sha256_text(utf8, json_parse_limits(), workspace.get());
 }
 
-core::Document document_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
+core::Document document_of_jsonb_arg(FunctionCallInfo fcinfo, int argno, DocumentMemoryLoan& memory) {
     Jsonb* input = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
-    return document_from_jsonb(input, json_parse_limits());
+    return document_from_jsonb(input, json_parse_limits(), memory.get());
 }
 
 std::string canonical_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
-    return document_of_jsonb_arg(fcinfo, argno).canonical();
+    DocumentMemoryLoan memory;
+    return document_of_jsonb_arg(fcinfo, argno, memory).canonical();
+}
+
+core::Sha256Digest canonical_hash_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
+    DocumentMemoryLoan memory;
+    return core::canonical_sha256(document_of_jsonb_arg(fcinfo, argno, memory));
 }
 
 Datum text_datum(std::string_view utf8) { return PointerGetDatum(utf8_to_text(utf8)); }
@@ -81,7 +87,7 @@ Datum opledger_jcs_hash_text(PG_FUNCTION_ARGS) {
 
 Datum opledger_jcs_hash_jsonb(PG_FUNCTION_ARGS) {
     return sql_entry(fcinfo, [&] {
-        return opledger::pg::digest_datum(opledger::core::canonical_sha256(opledger::pg::document_of_jsonb_arg(fcinfo, 0)));
+        return opledger::pg::digest_datum(opledger::pg::canonical_hash_of_jsonb_arg(fcinfo, 0));
     });
 }
 

@@ -94,7 +94,13 @@ void read_batch(JsonbBatch& batch) {
     }
 }
 
-void add_scalar(core::DocumentBuilder& builder, const JsonbToken& token) {
+// Strings read in place from the jsonb value stay valid for the whole SQL call, so
+// the builder may keep views; converted strings live only as long as their batch.
+core::DocumentBuilder::Storage string_storage(const JsonbBatch& batch) {
+    return batch.convert_strings ? core::DocumentBuilder::Storage::copy : core::DocumentBuilder::Storage::borrow;
+}
+
+void add_scalar(core::DocumentBuilder& builder, const JsonbToken& token, core::DocumentBuilder::Storage storage) {
     switch (token.type) {
         case jbvNull:
             builder.null();
@@ -103,7 +109,7 @@ void add_scalar(core::DocumentBuilder& builder, const JsonbToken& token) {
             builder.boolean(token.boolean);
             return;
         case jbvString:
-            builder.string(std::string_view(token.text, static_cast<std::size_t>(token.length)));
+            builder.string(std::string_view(token.text, static_cast<std::size_t>(token.length)), storage);
             return;
         case jbvNumeric:
             builder.number(std::string_view(token.text, static_cast<std::size_t>(token.length)));
@@ -114,7 +120,8 @@ void add_scalar(core::DocumentBuilder& builder, const JsonbToken& token) {
     }
 }
 
-void add_token(core::DocumentBuilder& builder, const JsonbToken& token, bool raw_scalar) {
+void add_token(core::DocumentBuilder& builder, const JsonbToken& token, bool raw_scalar,
+               core::DocumentBuilder::Storage storage) {
     switch (token.kind) {
         case WJB_BEGIN_ARRAY:
             if (!raw_scalar) builder.begin_array();
@@ -129,11 +136,11 @@ void add_token(core::DocumentBuilder& builder, const JsonbToken& token, bool raw
             builder.end_object();
             break;
         case WJB_KEY:
-            builder.key(std::string_view(token.text, static_cast<std::size_t>(token.length)));
+            builder.key(std::string_view(token.text, static_cast<std::size_t>(token.length)), storage);
             break;
         case WJB_VALUE:
         case WJB_ELEM:
-            add_scalar(builder, token);
+            add_scalar(builder, token, storage);
             break;
         case WJB_DONE:
             break;
@@ -193,14 +200,24 @@ core::ParseLimits json_parse_limits() {
     return limits;
 }
 
-core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits) {
-    core::DocumentBuilder builder(limits);
+core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits,
+                                   std::pmr::memory_resource* memory) {
+    // In a UTF-8 database PostgreSQL has validated every jsonb string; SQL_ASCII and
+    // converted strings are checked by the core.
+    const bool validated = GetDatabaseEncoding() == PG_UTF8;
+    core::DocumentBuilder builder(limits,
+                                  validated ? core::DocumentBuilder::Utf8::already_valid
+                                            : core::DocumentBuilder::Utf8::verify,
+                                  memory);
     // A top-level scalar is stored as a one-element "raw scalar" array: skip that wrapper.
     const bool raw_scalar = JB_ROOT_IS_SCALAR(value);
+    // jsonb spends roughly 8 bytes or more on each value.
+    builder.reserve(VARSIZE(value) / 8 + 8);
     JsonbBatchReader reader(value);
     for (;;) {
         const JsonbBatch& batch = reader.next();
-        for (int i = 0; i < batch.count; ++i) add_token(builder, batch.tokens[i], raw_scalar);
+        const core::DocumentBuilder::Storage storage = string_storage(batch);
+        for (int i = 0; i < batch.count; ++i) add_token(builder, batch.tokens[i], raw_scalar, storage);
         if (batch.done) return builder.finish();
     }
 }
@@ -217,6 +234,13 @@ std::string_view text_as_utf8(text* value, std::string& storage) {
 }
 
 text* utf8_to_text(std::string_view utf8) {
+    // The canonical form can be longer than its input (1e20 is written out in full),
+    // so a document near the 1 GB limit may not fit in a text value.
+    if (utf8.size() > MaxAllocSize - VARHDRSZ) {
+        throw SqlError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "canonical JSON is too long for a text value",
+                       "It is " + std::to_string(utf8.size()) + " bytes; a text value holds at most 1 GB.",
+                       "Use opledger.jcs_hash, which never builds the whole text.");
+    }
     const int length = static_cast<int>(utf8.size());
     if (database_is_utf8()) {
         // The core only emits valid UTF-8: no need to verify it again.

@@ -3,6 +3,7 @@
 // core parser as UTF-8. Every PostgreSQL call in here goes through pg_call.
 #pragma once
 
+#include <memory_resource>
 #include <string>
 #include <string_view>
 
@@ -20,8 +21,10 @@ namespace opledger::pg {
 // (PostgreSQL 15 with the default 2MB stops at roughly 15,000 levels; this gives 16,384).
 core::ParseLimits json_parse_limits();
 
-// Builds a core Document from a detoasted jsonb value.
-core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits);
+// Builds a core Document from a detoasted jsonb value; its buffers come from memory
+// (which must outlive it).
+core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits,
+                                   std::pmr::memory_resource* memory = std::pmr::get_default_resource());
 
 // The bytes of a text datum as UTF-8 (converted when the database encoding is not
 // UTF-8; a view into the datum otherwise). `storage` keeps converted bytes alive.

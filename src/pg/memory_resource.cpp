@@ -12,8 +12,6 @@ namespace {
 // larger documents give their extra memory back after the call.
 constexpr std::size_t kWorkspaceKeepBytes = 8 * 1024 * 1024;
 
-core::Workspace* workspace = nullptr;
-
 }  // namespace
 
 void* MemoryContextResource::do_allocate(std::size_t bytes, std::size_t alignment) {
@@ -33,26 +31,59 @@ void MemoryContextResource::do_deallocate(void* pointer, std::size_t, std::size_
     pfree(static_cast<void**>(pointer)[-1]);
 }
 
-core::Workspace& backend_workspace() {
-    if (workspace != nullptr) return *workspace;
-    // Everything lives for the backend's lifetime in one context of its own.
+namespace {
+
+// The block that one call's small Documents fit in; larger ones take more blocks
+// from the memory context, given back when the loan ends.
+constexpr std::size_t kDocumentBlockBytes = 256 * 1024;
+
+// Everything that outlives a call lives in one context, for the backend's lifetime.
+struct BackendMemory {
+    MemoryContextResource context_memory;
+    std::pmr::monotonic_buffer_resource document_memory;
+    core::Workspace workspace;
+    int document_loans = 0;
+
+    BackendMemory(MemoryContext context, void* document_block)
+        : context_memory(context),
+          document_memory(document_block, kDocumentBlockBytes, &context_memory),
+          workspace(&context_memory) {}
+};
+
+BackendMemory* backend_memory = nullptr;
+
+BackendMemory& get_backend_memory() {
+    if (backend_memory != nullptr) return *backend_memory;
     MemoryContext context = pg_call([] {
         return AllocSetContextCreate(TopMemoryContext, "opledger workspace", ALLOCSET_DEFAULT_SIZES);
     });
-    void* resource_memory = MemoryContextAllocExtended(context, sizeof(MemoryContextResource), MCXT_ALLOC_NO_OOM);
-    void* workspace_memory = MemoryContextAllocExtended(context, sizeof(core::Workspace), MCXT_ALLOC_NO_OOM);
-    if (resource_memory == nullptr || workspace_memory == nullptr) {
+    void* memory = MemoryContextAllocExtended(context, sizeof(BackendMemory), MCXT_ALLOC_NO_OOM);
+    void* document_block = MemoryContextAllocExtended(context, kDocumentBlockBytes, MCXT_ALLOC_NO_OOM);
+    if (memory == nullptr || document_block == nullptr) {
         MemoryContextDelete(context);
         throw std::bad_alloc();
     }
-    auto* resource = new (resource_memory) MemoryContextResource(context);
     try {
-        workspace = new (workspace_memory) core::Workspace(resource);
+        backend_memory = new (memory) BackendMemory(context, document_block);
     } catch (...) {
         MemoryContextDelete(context);
         throw;
     }
-    return *workspace;
+    return *backend_memory;
+}
+
+}  // namespace
+
+core::Workspace& backend_workspace() { return get_backend_memory().workspace; }
+
+DocumentMemoryLoan::DocumentMemoryLoan() {
+    BackendMemory& memory = get_backend_memory();
+    ++memory.document_loans;
+    memory_ = &memory.document_memory;
+}
+
+DocumentMemoryLoan::~DocumentMemoryLoan() {
+    if (--backend_memory->document_loans == 0) backend_memory->document_memory.release();
 }
 
 WorkspaceLoan::~WorkspaceLoan() { workspace_.trim(kWorkspaceKeepBytes); }

@@ -1,6 +1,8 @@
 // DocumentBuilder builds the same documents as the text parser and enforces the
 // same rules.
+#include <memory_resource>
 #include <stdexcept>
+#include <string>
 
 #include "test_helpers.hpp"
 
@@ -73,6 +75,49 @@ TEST(Builder, InvalidUtf8IsRejected) {
     expect_json_error([&] { builder.key("\xED\xA0\x80"); }, JsonErrorKind::invalid_text, std::nullopt);
     builder.key("k");
     expect_json_error([&] { builder.string("\xC3"); }, JsonErrorKind::invalid_text, std::nullopt);
+}
+
+// Input that the caller has validated already (jsonb from a UTF-8 database) is not
+// checked again; the output is the same as with checking.
+TEST(Builder, AlreadyValidUtf8SkipsTheCheckOnly) {
+    const auto build = [](DocumentBuilder::Utf8 utf8) {
+        DocumentBuilder builder{ParseLimits{}, utf8};
+        builder.begin_object();
+        builder.key("caf\xC3\xA9");
+        builder.string("\xF0\x9F\x98\x80 \"quoted\"");
+        builder.end_object();
+        return builder.finish().canonical();
+    };
+    EXPECT_EQ(build(DocumentBuilder::Utf8::verify), build(DocumentBuilder::Utf8::already_valid));
+    EXPECT_EQ(build(DocumentBuilder::Utf8::verify), "{\"caf\xC3\xA9\":\"\xF0\x9F\x98\x80 \\\"quoted\\\"\"}");
+    DocumentBuilder trusting{ParseLimits{}, DocumentBuilder::Utf8::already_valid};
+    EXPECT_NO_THROW(trusting.string("\xC3"));  // not checked: the caller vouched for it
+}
+
+// Borrowed names and strings are written from the caller's bytes (no copy), and a
+// reserved, pooled builder gives the same document as a plain one.
+TEST(Builder, BorrowedStringsAndReserveGiveTheSameDocument) {
+    std::string name = "b";
+    std::string text = "tab\there";
+    const auto build = [&](DocumentBuilder::Storage storage, std::pmr::memory_resource* memory) {
+        DocumentBuilder builder{ParseLimits{}, DocumentBuilder::Utf8::verify, memory};
+        builder.reserve(16);
+        builder.begin_object();
+        builder.key(name, storage);
+        builder.string(text, storage);
+        builder.key("a", storage);
+        builder.number("1.50");
+        builder.end_object();
+        return builder.finish();
+    };
+    std::pmr::monotonic_buffer_resource pool;
+    const Document copied = build(DocumentBuilder::Storage::copy, std::pmr::get_default_resource());
+    const Document borrowed = build(DocumentBuilder::Storage::borrow, &pool);
+    EXPECT_EQ(copied.canonical(), "{\"a\":1.5,\"b\":\"tab\\there\"}");
+    EXPECT_EQ(borrowed.canonical(), copied.canonical());
+    text[0] = 'T';  // a borrowed string is a view: the caller's bytes are what gets written
+    EXPECT_EQ(borrowed.canonical(), "{\"a\":1.5,\"b\":\"Tab\\there\"}");
+    EXPECT_EQ(copied.canonical(), "{\"a\":1.5,\"b\":\"tab\\there\"}");
 }
 
 TEST(Builder, DepthLimit) {

@@ -103,3 +103,15 @@ auto pg_call(Fn&& fn) -> decltype(fn()) {
 }
 
 }  // namespace opledger::pg
+
+// Defines the SQL-callable C function `sql_name` (C linkage, exported, V1 calling
+// convention) whose body is the C++ function `body(FunctionCallInfo) -> Datum`,
+// run under sql_entry. Use it at file scope, outside any namespace.
+#define OPLEDGER_SQL_FUNCTION(sql_name, body)                                                \
+    extern "C" PGDLLEXPORT Datum sql_name(PG_FUNCTION_ARGS);                                 \
+    extern "C" {                                                                             \
+    PG_FUNCTION_INFO_V1(sql_name);                                                           \
+    }                                                                                        \
+    Datum sql_name(PG_FUNCTION_ARGS) {                                                       \
+        return opledger::pg::sql_entry(fcinfo, [&]() -> Datum { return body(fcinfo); });    \
+    }

@@ -53,55 +53,33 @@ Datum digest_datum(const core::Sha256Digest& digest) {
     return PointerGetDatum(bytes_to_bytea(digest.data(), digest.size()));
 }
 
+// jcs(text) and jcs(json): json's storage is its text, so one entry serves both.
+Datum jcs_of_text(FunctionCallInfo fcinfo) { return text_datum(canonical_of_text_arg(fcinfo)); }
+
+Datum jcs_of_jsonb(FunctionCallInfo fcinfo) { return text_datum(canonical_of_jsonb_arg(fcinfo, 0)); }
+
+Datum jcs_hash_of_text(FunctionCallInfo fcinfo) { return digest_datum(canonical_hash_of_text_arg(fcinfo)); }
+
+Datum jcs_hash_of_jsonb(FunctionCallInfo fcinfo) { return digest_datum(canonical_hash_of_jsonb_arg(fcinfo, 0)); }
+
+Datum derive_operation_id(FunctionCallInfo fcinfo) {
+    std::string storage;
+    text* name_space = pg_call([&] { return PG_GETARG_TEXT_PP(0); });
+    const std::string_view name_space_utf8 = text_as_utf8(name_space, storage);
+    const std::string parts = canonical_of_jsonb_arg(fcinfo, 1);
+    const auto uuid = core::derive_uuid_v8(name_space_utf8, parts);
+    pg_uuid_t* result = pg_call([] { return static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t))); });
+    memcpy(result->data, uuid.data(), UUID_LEN);
+    return UUIDPGetDatum(result);
+}
+
 }  // namespace
 }  // namespace opledger::pg
 
-using opledger::pg::sql_entry;
+namespace jcs = opledger::pg;
 
-extern "C" {
-
-PGDLLEXPORT Datum opledger_jcs_text(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_jcs_jsonb(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_jcs_hash_text(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_jcs_hash_jsonb(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_derive_operation_id(PG_FUNCTION_ARGS);
-
-PG_FUNCTION_INFO_V1(opledger_jcs_text);
-PG_FUNCTION_INFO_V1(opledger_jcs_jsonb);
-PG_FUNCTION_INFO_V1(opledger_jcs_hash_text);
-PG_FUNCTION_INFO_V1(opledger_jcs_hash_jsonb);
-PG_FUNCTION_INFO_V1(opledger_derive_operation_id);
-
-// jcs(text) and jcs(json): json's storage is its text, so one entry serves both.
-Datum opledger_jcs_text(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] { return opledger::pg::text_datum(opledger::pg::canonical_of_text_arg(fcinfo)); });
-}
-
-Datum opledger_jcs_jsonb(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] { return opledger::pg::text_datum(opledger::pg::canonical_of_jsonb_arg(fcinfo, 0)); });
-}
-
-Datum opledger_jcs_hash_text(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] { return opledger::pg::digest_datum(opledger::pg::canonical_hash_of_text_arg(fcinfo)); });
-}
-
-Datum opledger_jcs_hash_jsonb(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] {
-        return opledger::pg::digest_datum(opledger::pg::canonical_hash_of_jsonb_arg(fcinfo, 0));
-    });
-}
-
-Datum opledger_derive_operation_id(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&] {
-        std::string storage;
-        text* name_space = opledger::pg::pg_call([&] { return PG_GETARG_TEXT_PP(0); });
-        const std::string_view name_space_utf8 = opledger::pg::text_as_utf8(name_space, storage);
-        const std::string parts = opledger::pg::canonical_of_jsonb_arg(fcinfo, 1);
-        const auto uuid = opledger::core::derive_uuid_v8(name_space_utf8, parts);
-        pg_uuid_t* result = opledger::pg::pg_call([&] { return static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t))); });
-        memcpy(result->data, uuid.data(), UUID_LEN);
-        return UUIDPGetDatum(result);
-    });
-}
-
-}  // extern "C"
+OPLEDGER_SQL_FUNCTION(opledger_jcs_text, jcs::jcs_of_text)
+OPLEDGER_SQL_FUNCTION(opledger_jcs_jsonb, jcs::jcs_of_jsonb)
+OPLEDGER_SQL_FUNCTION(opledger_jcs_hash_text, jcs::jcs_hash_of_text)
+OPLEDGER_SQL_FUNCTION(opledger_jcs_hash_jsonb, jcs::jcs_hash_of_jsonb)
+OPLEDGER_SQL_FUNCTION(opledger_derive_operation_id, jcs::derive_operation_id)

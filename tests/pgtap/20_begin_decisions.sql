@@ -9,7 +9,7 @@ SELECT opledger.register_tool('t_idem', 'idempotent_write', backoff_base => '0',
 SELECT opledger.register_tool('t_idem_slow', 'idempotent_write', backoff_base => '1 hour', backoff_max => '1 hour');
 SELECT opledger.register_tool('t_read', 'read_only', backoff_base => '0', backoff_max => '0');
 SELECT opledger.register_tool('t_irrev', 'irreversible');
-SELECT opledger.register_tool('t_fast', 'non_idempotent_write', backoff_base => '100 milliseconds', backoff_max => '100 milliseconds');
+SELECT opledger.register_tool('t_fast', 'non_idempotent_write', backoff_base => '500 milliseconds', backoff_max => '500 milliseconds');
 
 -- execute: a new ID
 CREATE TEMP TABLE b1 AS SELECT * FROM opledger.op_begin('d-new', 't_nonidem', '{"a":1}', 'conv-1', 'w1', '10 minutes');
@@ -52,8 +52,8 @@ SELECT ok((SELECT retry_after > clock_timestamp() + interval '59 minutes' FROM b
 -- execute: retryable after the backoff
 SELECT opledger.op_begin('d-fast', 't_fast', '{}');
 SELECT opledger.op_fail('d-fast', '{}', retryable => true);
-SELECT is((SELECT decision FROM opledger.op_begin('d-fast', 't_fast', '{}')), 'retry_later', 'before 100 ms: retry_later');
-SELECT pg_sleep(0.15);
+SELECT is((SELECT decision FROM opledger.op_begin('d-fast', 't_fast', '{}')), 'retry_later', 'before 500 ms: retry_later');
+SELECT pg_sleep(0.55);
 CREATE TEMP TABLE b6 AS SELECT * FROM opledger.op_begin('d-fast', 't_fast', '{}');
 SELECT is((SELECT decision || '/' || attempt FROM b6), 'execute/2', 'after the backoff: execute, attempt 2');
 

@@ -13,25 +13,25 @@ CREATE FUNCTION pg_temp.decision(id text) RETURNS text LANGUAGE sql AS $$
 $$;
 
 SELECT opledger.register_tool('flaky', 'non_idempotent_write', max_attempts => 4,
-                              backoff_base => '100 milliseconds', backoff_max => '250 milliseconds');
+                              backoff_base => '400 milliseconds', backoff_max => '1 second');
 
 SELECT pg_temp.decision('k-1');
 SELECT opledger.op_fail('k-1', '{"n":1}', true);
-SELECT is(pg_temp.delay('k-1'), interval '100 milliseconds', 'after attempt 1: backoff_base');
+SELECT is(pg_temp.delay('k-1'), interval '400 milliseconds', 'after attempt 1: backoff_base');
 SELECT is(pg_temp.decision('k-1'), 'retry_later', 'within the backoff: retry_later');
 SELECT is((SELECT retry_after FROM opledger.op_begin('k-1', 'flaky', '{}')),
           (SELECT retry_after FROM opledger.operations WHERE operation_id = 'k-1'), 'retry_later says until when');
-SELECT pg_sleep(0.12);
+SELECT pg_sleep(0.45);
 SELECT is(pg_temp.decision('k-1'), 'execute', 'after the backoff: execute (attempt 2)');
 SELECT opledger.op_fail('k-1', '{"n":2}', true);
-SELECT is(pg_temp.delay('k-1'), interval '200 milliseconds', 'after attempt 2: doubled');
-SELECT pg_sleep(0.12);
-SELECT is(pg_temp.decision('k-1'), 'retry_later', 'still waiting after 120 ms of 200 ms');
-SELECT pg_sleep(0.1);
-SELECT is(pg_temp.decision('k-1'), 'execute', 'after 220 ms: execute (attempt 3)');
+SELECT is(pg_temp.delay('k-1'), interval '800 milliseconds', 'after attempt 2: doubled');
+SELECT pg_sleep(0.3);
+SELECT is(pg_temp.decision('k-1'), 'retry_later', 'still waiting after 300 ms of 800 ms');
+SELECT pg_sleep(0.55);
+SELECT is(pg_temp.decision('k-1'), 'execute', 'after 850 ms: execute (attempt 3)');
 SELECT opledger.op_fail('k-1', '{"n":3}', true);
-SELECT is(pg_temp.delay('k-1'), interval '250 milliseconds', 'after attempt 3: capped at backoff_max');
-SELECT pg_sleep(0.26);
+SELECT is(pg_temp.delay('k-1'), interval '1 second', 'after attempt 3: capped at backoff_max');
+SELECT pg_sleep(1.05);
 SELECT is(pg_temp.decision('k-1'), 'execute', 'attempt 4 runs');
 SELECT is((SELECT attempt FROM opledger.operations WHERE operation_id = 'k-1'), 4, 'attempt counter is 4');
 SELECT opledger.op_fail('k-1', '{"n":4}', true);

@@ -1306,77 +1306,28 @@ Datum random_secret(FunctionCallInfo) {
     return string_to_bytea(std::string_view(reinterpret_cast<char*>(secret), sizeof secret));
 }
 
+// Writes this transaction's counter deltas now instead of at commit (tests use it).
+Datum flush_counters(FunctionCallInfo) {
+    pg_call([] { counters_flush_now(); });
+    PG_RETURN_VOID();
+}
+
 }  // namespace
 }  // namespace opledger::pg::ledger
 
 // ---------------------------------------------------------------------------
 // C entry points
 
-using opledger::pg::sql_entry;
 namespace ledger = opledger::pg::ledger;
 
-extern "C" {
-
-PGDLLEXPORT Datum opledger_op_begin(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_succeed(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_fail(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_mark_unknown(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_resolve(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_approve(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_sweep(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_op_claim_reconciliation(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_check_pointers(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_random_secret(PG_FUNCTION_ARGS);
-PGDLLEXPORT Datum opledger_flush_counters(PG_FUNCTION_ARGS);
-
-PG_FUNCTION_INFO_V1(opledger_op_begin);
-PG_FUNCTION_INFO_V1(opledger_op_succeed);
-PG_FUNCTION_INFO_V1(opledger_op_fail);
-PG_FUNCTION_INFO_V1(opledger_op_mark_unknown);
-PG_FUNCTION_INFO_V1(opledger_op_resolve);
-PG_FUNCTION_INFO_V1(opledger_op_approve);
-PG_FUNCTION_INFO_V1(opledger_op_sweep);
-PG_FUNCTION_INFO_V1(opledger_op_claim_reconciliation);
-PG_FUNCTION_INFO_V1(opledger_check_pointers);
-PG_FUNCTION_INFO_V1(opledger_random_secret);
-PG_FUNCTION_INFO_V1(opledger_flush_counters);
-
-Datum opledger_op_begin(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_begin(fcinfo); });
-}
-Datum opledger_op_succeed(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_succeed(fcinfo); });
-}
-Datum opledger_op_fail(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_fail(fcinfo); });
-}
-Datum opledger_op_mark_unknown(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_mark_unknown(fcinfo); });
-}
-Datum opledger_op_resolve(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_resolve(fcinfo); });
-}
-Datum opledger_op_approve(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_approve(fcinfo); });
-}
-Datum opledger_op_sweep(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_sweep(fcinfo); });
-}
-Datum opledger_op_claim_reconciliation(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::op_claim_reconciliation(fcinfo); });
-}
-Datum opledger_check_pointers(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::check_pointers(fcinfo); });
-}
-Datum opledger_random_secret(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum { return ledger::random_secret(fcinfo); });
-}
-
-Datum opledger_flush_counters(PG_FUNCTION_ARGS) {
-    return sql_entry(fcinfo, [&]() -> Datum {
-        opledger::pg::pg_call([&] { ledger::counters_flush_now(); });
-        PG_RETURN_VOID();
-    });
-}
-
-}  // extern "C"
+OPLEDGER_SQL_FUNCTION(opledger_op_begin, ledger::op_begin)
+OPLEDGER_SQL_FUNCTION(opledger_op_succeed, ledger::op_succeed)
+OPLEDGER_SQL_FUNCTION(opledger_op_fail, ledger::op_fail)
+OPLEDGER_SQL_FUNCTION(opledger_op_mark_unknown, ledger::op_mark_unknown)
+OPLEDGER_SQL_FUNCTION(opledger_op_resolve, ledger::op_resolve)
+OPLEDGER_SQL_FUNCTION(opledger_op_approve, ledger::op_approve)
+OPLEDGER_SQL_FUNCTION(opledger_op_sweep, ledger::op_sweep)
+OPLEDGER_SQL_FUNCTION(opledger_op_claim_reconciliation, ledger::op_claim_reconciliation)
+OPLEDGER_SQL_FUNCTION(opledger_check_pointers, ledger::check_pointers)
+OPLEDGER_SQL_FUNCTION(opledger_random_secret, ledger::random_secret)
+OPLEDGER_SQL_FUNCTION(opledger_flush_counters, ledger::flush_counters)

@@ -26,12 +26,12 @@ SELECT is((SELECT count(*)::int FROM c1), 2, 'claims max_rows ops');
 SELECT ok((SELECT bool_and(claim_owner = 'recon-a' AND status = 'unknown') FROM c1), 'claimed rows name their owner');
 SELECT is((SELECT max(unknown_since) FROM c1) <= (SELECT min(unknown_since) FROM opledger.operations
           WHERE status = 'unknown' AND operation_id NOT IN (SELECT operation_id FROM c1)), true, 'oldest unknown ops first');
-CREATE TEMP TABLE c2 AS SELECT * FROM opledger.op_claim_reconciliation('recon-b', 10, '50 milliseconds');
+CREATE TEMP TABLE c2 AS SELECT * FROM opledger.op_claim_reconciliation('recon-b', 10, '1 second');
 SELECT is((SELECT count(*)::int FROM c2), 3, 'another reconciler gets only the unclaimed ops');
 SELECT is((SELECT count(*)::int FROM c1 JOIN c2 USING (operation_id)), 0, 'no op is claimed twice');
 SELECT is((SELECT count(*)::int FROM opledger.op_claim_reconciliation('recon-c')), 0, 'nothing left to claim');
 SELECT is((SELECT count(*)::int FROM opledger.unknown_operations WHERE claim_owner IS NOT NULL), 5, 'unknown_operations shows live claims');
-SELECT pg_sleep(0.07);
+SELECT pg_sleep(1.05);
 SELECT is((SELECT count(*)::int FROM opledger.op_claim_reconciliation('recon-c')), 3, 'an expired claim can be claimed again');
 SELECT is((SELECT count(*)::int FROM opledger.events WHERE kind = 'claim'), 8, 'each claim is an event');
 SELECT opledger.op_resolve(operation_id, 'applied', '{}', resolver => 'recon-a') FROM c1;
@@ -45,9 +45,9 @@ SELECT opledger.op_begin('h-bad', 't', '{"a":1}');
 SELECT opledger.op_fail('h-bad', '{"code":"declined"}');
 SELECT opledger.op_begin('h-wait', 'deploy', '{}');
 SELECT opledger.op_begin('h-new-ok', 't', '{}');
-SELECT pg_sleep(0.05);
+SELECT pg_sleep(0.5);
 SELECT opledger.op_succeed('h-new-ok', '{}');
-SELECT is(opledger.op_purge('40 milliseconds'), 4, 'purges the final ops finished before now() - older_than');
+SELECT is(opledger.op_purge('400 milliseconds'), 4, 'purges the final ops finished before now() - older_than');
 SELECT is((SELECT string_agg(operation_id, ',' ORDER BY operation_id) FROM opledger.operations WHERE purged),
           'h-bad,h-exp-1,h-exp-2,h-ok', 'only final ops old enough were purged');
 SELECT is((SELECT count(*)::int FROM opledger.operations WHERE purged AND (args IS NOT NULL OR result IS NOT NULL OR error IS NOT NULL)), 0,

@@ -533,6 +533,16 @@ Datum return_operations_row(const Written& w, TupleDesc desc) {
 }
 
 // ---------------------------------------------------------------------------
+// The one way an operation becomes failed: final, no retry time, counted once.
+
+void become_failed(Row& row, Change& change, TimestampTz now) {
+    row.status = Status::failed;
+    row.finished_at = Value::timestamp(now);
+    row.retry_after = Value{};
+    change.failures = 1;
+}
+
+// ---------------------------------------------------------------------------
 // Lease expiry (shared by op_begin and op_sweep)
 
 Written expire_lease(Row& row, const Policy& policy, TimestampTz now, const char* noticed_by, Value worker) {
@@ -547,11 +557,9 @@ Written expire_lease(Row& row, const Policy& policy, TimestampTz now, const char
     row.lease_expires_at = Value{};
     if (policy.effect == Effect::read_only) {
         if (row.attempt >= policy.max_attempts) {
-            row.status = Status::failed;
-            row.finished_at = Value::timestamp(now);
+            become_failed(row, change, now);
             row.error = Value::of(json_text_to_jsonb("{\"reason\":\"lease_expired\",\"attempts_exhausted\":true}"));
             change.set_error = true;
-            change.failures = 1;
             detail.boolean("attempts_exhausted", true);
         } else {
             row.status = Status::retryable;
@@ -706,10 +714,7 @@ BeginOutcome begin_existing(const BeginArgs& call, Row& row, const Policy& polic
         case Status::retryable:
             if (row.attempt >= policy.max_attempts) {
                 // max_attempts was lowered since this op became retryable.
-                row.status = Status::failed;
-                row.finished_at = Value::timestamp(now);
-                row.retry_after = Value{};
-                change.failures = 1;
+                become_failed(row, change, now);
                 change.detail = DetailBuilder().boolean("attempts_exhausted", true).num("max_attempts", policy.max_attempts).jsonb();
                 out.decision = "failed";
             } else if (!row.retry_after.null && now < row.retry_after.as_timestamp()) {
@@ -1045,10 +1050,7 @@ Datum op_fail(FunctionCallInfo fcinfo) {
         change.retries = 1;
     } else {
         if (retryable) detail.boolean("attempts_exhausted", true).num("max_attempts", policy.max_attempts);
-        row.status = Status::failed;
-        row.finished_at = Value::timestamp(now);
-        row.retry_after = Value{};
-        change.failures = 1;
+        become_failed(row, change, now);
     }
     change.detail = detail.jsonb();
     const Written w = write(row, before, change, now);
@@ -1153,14 +1155,11 @@ Datum op_resolve(FunctionCallInfo fcinfo) {
         change.retries = 1;
     } else {
         if (outcome == "not_applied") detail.boolean("attempts_exhausted", true).num("max_attempts", policy.max_attempts);
-        row.status = Status::failed;
+        become_failed(row, change, now);
         if (!result.null) {
             row.error = result;
             change.set_error = true;
         }
-        row.finished_at = Value::timestamp(now);
-        row.retry_after = Value{};
-        change.failures = 1;
     }
     change.detail = detail.jsonb();
     const Written w = write(row, before, change, now);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/document_impl.hpp"
+#include "core/string_escape.hpp"
 #include "core/string_scan.hpp"
 #include "core/workspace_impl.hpp"
 
@@ -53,38 +54,6 @@ void append_quoted(std::string& out, std::string_view utf8, bool needs_escape) {
 }
 
 namespace {
-
-// Writes RFC 8785 string literals and escapes into a sink.
-void put_escape(OutputSink& out, unsigned char c) {
-    out.ensure(6);
-    out.put('\\');
-    switch (c) {
-        case '"': return out.put('"');
-        case '\\': return out.put('\\');
-        case '\b': return out.put('b');
-        case '\f': return out.put('f');
-        case '\n': return out.put('n');
-        case '\r': return out.put('r');
-        case '\t': return out.put('t');
-        default: {
-            const char escape[5] = {'u', '0', '0', kHexDigits[c >> 4], kHexDigits[c & 0xF]};
-            out.put(escape, 5);
-        }
-    }
-}
-
-// The string body (no quotes), escaped where RFC 8785 requires.
-void put_string_body(OutputSink& out, std::string_view utf8, bool needs_escape) {
-    if (!needs_escape) return out.write(utf8.data(), utf8.size());
-    std::size_t start = 0;
-    while (start < utf8.size()) {
-        const std::size_t special = find_string_special(utf8.data(), start, utf8.size());
-        out.write(utf8.data() + start, special - start);
-        if (special == utf8.size()) break;
-        put_escape(out, static_cast<unsigned char>(utf8[special]));
-        start = special + 1;
-    }
-}
 
 // `prefix` ('\0' for none) and `suffix` ('\0' for none) frame the literal: the
 // writer glues ',' before and ':' after member names without another room check.

@@ -23,9 +23,13 @@ public:
 
     OutputSink(char* buffer, std::size_t capacity, Consume consume, void* target)
         : begin_(buffer), cursor_(buffer), limit_(buffer + capacity), consume_(consume), target_(target) {}
+    // Resumes a buffer that already holds [buffer, cursor) unflushed.
+    OutputSink(char* buffer, std::size_t capacity, Consume consume, void* target, char* cursor)
+        : begin_(buffer), cursor_(cursor), limit_(buffer + capacity), consume_(consume), target_(target) {}
     OutputSink(const OutputSink&) = delete;
     OutputSink& operator=(const OutputSink&) = delete;
 
+    char* cursor() const { return cursor_; }
     bool has_room(std::size_t n) const { return static_cast<std::size_t>(limit_ - cursor_) >= n; }
 
     // Makes room for n (<= kMinCapacity) bytes for the put* calls below.

@@ -14,6 +14,7 @@
 #include "core/no_postgres.hpp"
 #include "core/output_sink.hpp"
 #include "core/pointer_impl.hpp"
+#include "core/sha256_stream.hpp"
 
 namespace opledger::core::detail {
 
@@ -44,23 +45,6 @@ void parse_text_into(Document::Impl& doc, std::string_view text, const ParseLimi
 // Writes the canonical form of doc into sink (not flushed).
 void write_document(const Document::Impl& doc, OutputSink& sink, std::pmr::vector<WriteFrame>& stack,
                     const PointerTrie* exclude, const PointerTrie* redact);
-
-// Streams bytes into a SHA-256 digest (OpenSSL EVP).
-class Sha256Stream {
-public:
-    Sha256Stream();
-    ~Sha256Stream();
-    Sha256Stream(const Sha256Stream&) = delete;
-    Sha256Stream& operator=(const Sha256Stream&) = delete;
-    void update(const char* data, std::size_t size);
-    Sha256Digest finish();
-    static void consume(void* self, const char* data, std::size_t size) {
-        static_cast<Sha256Stream*>(self)->update(data, size);
-    }
-
-private:
-    void* context_;  // EVP_MD_CTX, kept opaque so OpenSSL headers stay in sha256.cpp
-};
 
 }  // namespace opledger::core::detail
 

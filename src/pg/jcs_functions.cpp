@@ -4,6 +4,7 @@
 
 #include "core/jcs.hpp"
 #include "pg/boundary.hpp"
+#include "pg/jsonb_canonical.hpp"
 #include "pg/jsonb_reader.hpp"
 #include "pg/memory_resource.hpp"
 
@@ -37,14 +38,26 @@ core::Document document_of_jsonb_arg(FunctionCallInfo fcinfo, int argno, Documen
     return document_from_jsonb(input, json_parse_limits(), memory.get());
 }
 
+// jsonb is written from its binary layout when its strings can be used as they are
+// (a UTF-8 database); otherwise through a Document, which converts each string.
 std::string canonical_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
     DocumentMemoryLoan memory;
-    return document_of_jsonb_arg(fcinfo, argno, memory).canonical();
+    if (!jsonb_strings_are_utf8()) return document_of_jsonb_arg(fcinfo, argno, memory).canonical();
+    Jsonb* input = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
+    std::string canonical;
+    core::CanonicalStream out(canonical);
+    write_jsonb_canonical(input, out, json_parse_limits(), memory.get());
+    out.finish();
+    return canonical;
 }
 
 core::Sha256Digest canonical_hash_of_jsonb_arg(FunctionCallInfo fcinfo, int argno) {
     DocumentMemoryLoan memory;
-    return core::canonical_sha256(document_of_jsonb_arg(fcinfo, argno, memory));
+    if (!jsonb_strings_are_utf8()) return core::canonical_sha256(document_of_jsonb_arg(fcinfo, argno, memory));
+    Jsonb* input = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
+    core::CanonicalStream out;
+    write_jsonb_canonical(input, out, json_parse_limits(), memory.get());
+    return out.finish_sha256();
 }
 
 Datum text_datum(std::string_view utf8) { return PointerGetDatum(utf8_to_text(utf8)); }

@@ -8,6 +8,7 @@ extern "C" {
 
 namespace opledger::pg {
 void define_ledger_gucs();
+void keep_heap_top_between_calls();
 }
 
 extern "C" {
@@ -17,6 +18,7 @@ PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
 
 void _PG_init(void) {
+    opledger::pg::keep_heap_top_between_calls();
     opledger::pg::define_ledger_gucs();
     MarkGUCPrefixReserved("opledger");
 }

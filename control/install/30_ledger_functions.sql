@@ -39,6 +39,20 @@ CREATE FUNCTION opledger._random_secret() RETURNS bytea
 COMMENT ON FUNCTION opledger._random_secret() IS
     'internal: 32 bytes from the server''s strong random source';
 
+-- Any change to opledger.tools drops the backends' cached tool policies
+-- (src/pg/ledger/tool_cache.hpp): this backend's at once, the others' through a
+-- relcache invalidation sent at commit. ENABLE ALWAYS: also when a logical
+-- replication apply worker (session_replication_role = replica) changes the table.
+CREATE FUNCTION opledger._tools_changed() RETURNS trigger
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'opledger_tools_changed';
+COMMENT ON FUNCTION opledger._tools_changed() IS
+    'internal: statement trigger on opledger.tools that invalidates cached tool policies';
+CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON opledger.tools
+    FOR EACH STATEMENT EXECUTE FUNCTION opledger._tools_changed();
+ALTER TABLE opledger.tools ENABLE ALWAYS TRIGGER tools_changed;
+
 CREATE FUNCTION opledger.register_tool(
     tool          text,
     effect        opledger.tool_effect,

@@ -11,6 +11,7 @@ REVOKE EXECUTE ON FUNCTION
     opledger._check_pointers(text[], text),
     opledger._random_secret(),
     opledger._events_append_only(),
+    opledger._tools_changed(),
     opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]),
     opledger.op_begin(text, text, jsonb, text, text, interval),
     opledger.op_succeed(text, jsonb, integer, text),

@@ -2,7 +2,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(41);
+SELECT plan(45);
 
 SELECT opledger.register_tool('t_nonidem', 'non_idempotent_write', backoff_base => '1 hour', backoff_max => '2 hours');
 SELECT opledger.register_tool('t_idem', 'idempotent_write', backoff_base => '0', backoff_max => '0', max_attempts => 2);
@@ -138,6 +138,21 @@ SELECT is((SELECT decision FROM opledger.op_begin('d-unreg', 'never_registered',
 -- Every op_begin call is in the audit trail, whatever it answered
 SELECT is((SELECT string_agg(decision, ',' ORDER BY event_id) FROM opledger.events WHERE operation_id = 'd-new' AND kind = 'begin'),
           'execute,in_progress,replay', 'each op_begin left an event with its decision');
+
+-- Tool policies are cached per backend; this session's own changes are used at
+-- once, and a rolled-back change is forgotten with its subtransaction.
+SELECT opledger.register_tool('cache_t', 'non_idempotent_write');
+SELECT is((SELECT decision FROM opledger.op_begin('cache-1', 'cache_t', '{}')), 'execute', 'tool cache: filled');
+SAVEPOINT change_tool;
+SELECT opledger.register_tool('cache_t', 'irreversible');
+SELECT is((SELECT decision FROM opledger.op_begin('cache-2', 'cache_t', '{}')), 'needs_approval',
+          'tool cache: this transaction''s own change is used by the next call');
+ROLLBACK TO SAVEPOINT change_tool;
+SELECT is((SELECT decision FROM opledger.op_begin('cache-3', 'cache_t', '{}')), 'execute',
+          'tool cache: a rolled-back change is forgotten');
+UPDATE opledger.tools SET effect = 'irreversible' WHERE tool = 'cache_t';
+SELECT is((SELECT decision FROM opledger.op_begin('cache-4', 'cache_t', '{}')), 'needs_approval',
+          'tool cache: a direct UPDATE of opledger.tools is seen too');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -54,7 +54,9 @@ SELECT matches(pg_temp.error_of($$SELECT opledger.op_begin('e-pending', 'pay', '
                'OL001 detail gives both fingerprints');
 SELECT matches(pg_temp.error_of($$SELECT opledger.op_begin('e-pending', 'pay', '{"amount":10,"currency":"EUR","card":{"cvv":"987"}}')$$),
                'differ only under redacted paths .*: /card/cvv\.', 'OL001: a different secret is still a reuse, named by path');
-SELECT doesnt_match(pg_temp.error_of($$SELECT opledger.op_begin('e-pending', 'pay', '{"amount":10,"currency":"EUR","card":{"cvv":"987"}}')$$),
+-- (the fingerprints are removed first: their hex digits may contain "123" by chance)
+SELECT doesnt_match(regexp_replace(pg_temp.error_of($$SELECT opledger.op_begin('e-pending', 'pay', '{"amount":10,"currency":"EUR","card":{"cvv":"987"}}')$$),
+                                   '[0-9a-f]{64}', '<fingerprint>', 'g'),
                '987|123', 'OL001 never shows a value at a redact path');
 SELECT throws_ok($$SELECT opledger.op_begin('e-pending', 'refund', '{"amount":10,"currency":"EUR","card":{"cvv":"123"}}')$$,
                  'OL001', 'operation ID "e-pending" was already used with another tool', 'OL001: another tool');

@@ -25,6 +25,7 @@
 #include "pg/ledger/ledger_gucs.hpp"
 #include "pg/ledger/ledger_row.hpp"
 #include "pg/ledger/ledger_spi.hpp"
+#include "pg/ledger/tool_cache.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -311,6 +312,18 @@ Policy load_policy(Datum tool_datum, const std::string& tool, bool enforce_regis
         return Policy{};
     }
     return policy_from(SPI_tuptable, 0);
+}
+
+// The policy from the backend's tool cache (see tool_cache.hpp), loaded on a miss.
+Policy policy_for(Datum tool_datum, const std::string& tool, bool enforce_registration) {
+    std::optional<Policy> cached = find_cached_policy(tool);
+    if (!cached) {
+        const std::uint64_t generation = policy_cache_generation();
+        cached = load_policy(tool_datum, tool, false);
+        remember_policy(tool, *cached, generation);
+    }
+    if (!cached->registered && enforce_registration && ledger_require_registered_tools) raise_unregistered(tool);
+    return std::move(*cached);
 }
 
 std::string hmac_key() {
@@ -660,6 +673,14 @@ void check_same_call(const BeginArgs& call, const Row& row, const Fingerprinter&
     if (given_hash != row.args_hash) raise_reuse(call, row, fp, doc, given_hash);
 }
 
+// Counters of an op_begin answer that changes nothing (a duplicate prevented).
+void count_answer(const Row& row) {
+    Change change;
+    change.begins = 1;
+    change.duplicates_prevented = 1;
+    add_counters(row.tool, row.status, row.status, change);
+}
+
 // An op_begin answer that changes nothing: only its event (and counters).
 void audit_answer(const BeginArgs& call, const Row& row, const char* decision, TimestampTz now) {
     Datum values[8];
@@ -676,10 +697,7 @@ void audit_answer(const BeginArgs& call, const Row& row, const char* decision, T
     values[7] = 0;
     nulls[7] = 'n';
     execute(PlanId::insert_event, values, nulls, 0);
-    Change change;
-    change.begins = 1;
-    change.duplicates_prevented = 1;
-    add_counters(row.tool, row.status, row.status, change);
+    count_answer(row);
 }
 
 BeginOutcome begin_existing(const BeginArgs& call, Row& row, const Policy& policy, const Fingerprinter& fp,
@@ -761,21 +779,27 @@ BeginOutcome begin_existing(const BeginArgs& call, Row& row, const Policy& polic
     return out;
 }
 
-std::optional<BeginOutcome> begin_new(const BeginArgs& call, const Policy& policy, const Fingerprinter& fp,
-                                      const core::Document& doc, TimestampTz now) {
+// Parameters $1..$13 of insert_row and begin_row: the new operation and its event.
+struct NewOperation {
+    static constexpr int kParams = 13;
+    Datum values[kParams];
+    char nulls[kParams];
+    const char* decision;
+    bool needs_approval;
+};
+
+NewOperation new_operation(const BeginArgs& call, const Policy& policy, const Fingerprinter& fp,
+                           const core::Document& doc, TimestampTz now) {
+    NewOperation op;
     const char* alg = fp.default_alg();
     const std::string hash = fp.fingerprint(doc, alg);
     const Datum stored_args = json_text_to_jsonb(fp.stored_text(doc));
-    const bool needs_approval = policy.effect == Effect::irreversible;
-    const char* decision = needs_approval ? "needs_approval" : "execute";
-
-    constexpr int n = 13;
-    Datum values[n];
-    char nulls[n];
-    std::memset(nulls, ' ', sizeof nulls);
+    op.needs_approval = policy.effect == Effect::irreversible;
+    op.decision = op.needs_approval ? "needs_approval" : "execute";
+    std::memset(op.nulls, ' ', sizeof op.nulls);
     auto set = [&](int param, const Value& v) {
-        values[param - 1] = v.null ? 0 : v.datum;
-        nulls[param - 1] = v.null ? 'n' : ' ';
+        op.values[param - 1] = v.null ? 0 : v.datum;
+        op.nulls[param - 1] = v.null ? 'n' : ' ';
     };
     set(1, call.operation_id);
     set(2, call.conversation_id);
@@ -783,26 +807,66 @@ std::optional<BeginOutcome> begin_new(const BeginArgs& call, const Policy& polic
     set(4, Value::of(stored_args));
     set(5, Value::of(string_to_bytea(hash)));
     set(6, Value::of(string_to_text(alg)));
-    set(7, Value::of(string_to_text(needs_approval ? "awaiting_approval" : "pending")));
-    set(8, Value::of(Int32GetDatum(needs_approval ? 0 : 1)));
-    set(9, needs_approval ? Value{} : call.worker);
-    set(10, needs_approval ? Value{}
-                           : Value::timestamp(add_us(now, call.lease_us.value_or(policy.lease_us))));
+    set(7, Value::of(string_to_text(op.needs_approval ? "awaiting_approval" : "pending")));
+    set(8, Value::of(Int32GetDatum(op.needs_approval ? 0 : 1)));
+    set(9, op.needs_approval ? Value{} : call.worker);
+    set(10, op.needs_approval ? Value{}
+                              : Value::timestamp(add_us(now, call.lease_us.value_or(policy.lease_us))));
     set(11, Value::timestamp(now));
-    set(12, Value::of(string_to_text(decision)));
+    set(12, Value::of(string_to_text(op.decision)));
     set(13, call.worker);
-    execute(PlanId::insert_row, values, nulls, 0);
-    if (SPI_processed == 0) return std::nullopt;  // a concurrent op_begin created it first
+    return op;
+}
+
+// The answer for a row that this call inserted (first row of table), and its counters.
+BeginOutcome inserted(const BeginArgs& call, SPITupleTable* table, const NewOperation& op) {
     BeginOutcome out;
-    out.row = read_row(SPI_tuptable, 0);
-    out.decision = decision;
+    out.row = read_row(table, 0);
+    out.decision = op.decision;
     int64 deltas[kCounterColumns] = {};
     deltas[k_begins] = 1;
-    deltas[k_executions] = needs_approval ? 0 : 1;
-    deltas[k_duplicates_prevented] = needs_approval ? 1 : 0;
-    deltas[k_status_first + static_cast<int>(needs_approval ? Status::awaiting_approval : Status::pending)] = 1;
+    deltas[k_executions] = op.needs_approval ? 0 : 1;
+    deltas[k_duplicates_prevented] = op.needs_approval ? 1 : 0;
+    deltas[k_status_first + static_cast<int>(op.needs_approval ? Status::awaiting_approval : Status::pending)] = 1;
     const char* name = call.tool.c_str();
     pg_call([&] { counters_add(name, deltas); });
+    return out;
+}
+
+// Inserts a new operation; nothing when a concurrent op_begin created it first.
+std::optional<BeginOutcome> begin_new(const BeginArgs& call, const Policy& policy, const Fingerprinter& fp,
+                                      const core::Document& doc, TimestampTz now) {
+    const NewOperation op = new_operation(call, policy, fp, doc, now);
+    execute(PlanId::insert_row, op.values, op.nulls, 0);
+    if (SPI_processed == 0) return std::nullopt;
+    return inserted(call, SPI_tuptable, op);
+}
+
+// op_begin's first try, one statement (begin_row): inserts a new ID, or answers a
+// final state from an unlocked read. Nothing when the row lock must decide: a row
+// in another state, or one created concurrently after this statement's snapshot.
+std::optional<BeginOutcome> begin_first(const BeginArgs& call, const Policy& policy, const Fingerprinter& fp,
+                                        const core::Document& doc, TimestampTz now) {
+    const NewOperation op = new_operation(call, policy, fp, doc, now);
+    execute(PlanId::begin_row, op.values, op.nulls, 0);
+    if (SPI_processed == 0) return std::nullopt;
+    SPITupleTable* table = SPI_tuptable;
+    bool is_null = false;
+    const std::string kind = text_to_string(column(table, 0, c_conversation_id + 1, &is_null));
+    if (kind == "inserted") return inserted(call, table, op);
+    Row row = read_row(table, 0);
+    if (!is_final(row.status)) return std::nullopt;
+    BeginOutcome out;
+    out.decision = row.status == Status::succeeded ? "replay" : "failed";
+    if (kind == "answered") {
+        count_answer(row);  // begin_row wrote the event
+    } else {
+        // Another tool or fingerprint (OL001), or one computed with another algorithm
+        // (the tool's redact setting changed since): compare in C++, then answer.
+        check_same_call(call, row, fp, doc);
+        audit_answer(call, row, out.decision, now);
+    }
+    out.row = std::move(row);
     return out;
 }
 
@@ -875,39 +939,13 @@ Datum op_begin(FunctionCallInfo fcinfo) {
     const TimestampTz now = GetCurrentTimestamp();
 
     SpiConnection spi;
-    // One unlocked read brings the tool's policy and the operation, if it exists.
-    Datum peek_args[2] = {call.operation_id.datum, call.tool_datum.datum};
-    execute(PlanId::peek_row, peek_args, nullptr, 0);
-    SPITupleTable* peek = SPI_tuptable;
-    if (SPI_processed != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the policy lookup returned no row");
-    bool registered = false;
-    {
-        bool is_null = false;
-        registered = DatumGetBool(column(peek, 0, c_conversation_id + 8, &is_null));
-    }
-    if (!registered && ledger_require_registered_tools) raise_unregistered(call.tool);
-    const Policy policy = registered ? policy_from(peek, c_conversation_id + 1) : Policy{};
-    std::optional<Row> peeked;
-    {
-        bool no_row = true;
-        (void)column(peek, 0, c_operation_id, &no_row);
-        if (!no_row) peeked = read_row(peek, 0);
-    }
+    const Policy policy = policy_for(call.tool_datum.datum, call.tool, true);
     const Fingerprinter fp(policy);
-    std::optional<BeginOutcome> outcome;
-
-    // A final state never changes, so it is answered from the unlocked read: replays of
-    // hot IDs do not queue behind each other. Everything else takes the row lock.
-    if (peeked && is_final(peeked->status)) {
-        check_same_call(call, *peeked, fp, doc);
-        BeginOutcome out;
-        out.decision = peeked->status == Status::succeeded ? "replay" : "failed";
-        audit_answer(call, *peeked, out.decision, now);
-        out.row = std::move(*peeked);
-        outcome = std::move(out);
-    }
+    std::optional<BeginOutcome> outcome = begin_first(call, policy, fp, doc, now);
+    // Everything else takes the row lock: an operation in a non-final state, or one
+    // that appeared (or vanished) between the statements.
     for (int round = 0; round < 3 && !outcome; ++round) {
-        std::optional<Row> row = (round == 0 && !peeked) ? std::nullopt : lock_row(call.operation_id.datum);
+        std::optional<Row> row = lock_row(call.operation_id.datum);
         if (row) outcome = begin_existing(call, *row, policy, fp, doc, now);
         else outcome = begin_new(call, policy, fp, doc, now);
     }
@@ -1031,7 +1069,7 @@ Datum op_fail(FunctionCallInfo fcinfo) {
     Row row = lock_existing(PG_GETARG_DATUM(0), id, "op_fail");
     if (row.status != Status::pending) wrong_state("op_fail", id, row, "pending");
     check_fence(row, attempt, "op_fail", id);
-    const Policy policy = load_policy(row.tool_datum.datum, row.tool, false);
+    const Policy policy = policy_for(row.tool_datum.datum, row.tool, false);
     const Status before = row.status;
     Change change;
     change.kind = "fail";
@@ -1080,7 +1118,7 @@ Datum op_mark_unknown(FunctionCallInfo fcinfo) {
     if (row.status == Status::unknown) {
         change.kind = "mark_unknown_repeat";  // the same attempt reporting again: nothing changes
     } else {
-        const Policy policy = load_policy(row.tool_datum.datum, row.tool, false);
+        const Policy policy = policy_for(row.tool_datum.datum, row.tool, false);
         change.kind = "mark_unknown";
         row.status = Status::unknown;
         row.unknown_since = Value::timestamp(now);
@@ -1122,7 +1160,7 @@ Datum op_resolve(FunctionCallInfo fcinfo) {
     Row row = lock_existing(PG_GETARG_DATUM(0), id, "op_resolve");
     if (row.status != Status::unknown) wrong_state("op_resolve", id, row, "unknown");
     check_fence(row, attempt, "op_resolve", id);
-    const Policy policy = load_policy(row.tool_datum.datum, row.tool, false);
+    const Policy policy = policy_for(row.tool_datum.datum, row.tool, false);
     const Status before = row.status;
     Change change;
     change.kind = "resolve";
@@ -1221,7 +1259,7 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
         Row row = read_row(candidates, i);
         auto found = policies.find(row.tool);
         if (found == policies.end())
-            found = policies.emplace(row.tool, load_policy(row.tool_datum.datum, row.tool, false)).first;
+            found = policies.emplace(row.tool, policy_for(row.tool_datum.datum, row.tool, false)).first;
         expire_lease(row, found->second, now, "op_sweep", Value{});
     }
     spi.finish();

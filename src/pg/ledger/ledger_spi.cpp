@@ -49,14 +49,39 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
     // lock_row
     {"SELECT " OPLEDGER_ROW_COLUMNS " FROM opledger.operations WHERE operation_id = $1 FOR UPDATE", 1,
      {TEXTOID}},
-    // peek_row: op_begin's first look, without a lock (final states never change), together
-    // with the tool's policy: always one row; o.operation_id is NULL for a new ID.
-    {"SELECT " OPLEDGER_ROW_COLUMNS_O ", t.effect::pg_catalog.text, t.max_attempts, t.lease, t.backoff_base, "
-     "    t.backoff_max, t.hash_exclude, t.redact, (t.tool IS NOT NULL) "
-     "FROM (SELECT $1 AS id, $2 AS tool) AS k "
-     "LEFT JOIN opledger.operations AS o ON o.operation_id = k.id "
-     "LEFT JOIN opledger.tools AS t ON t.tool = k.tool",
-     2, {TEXTOID, TEXTOID}},
+    // begin_row: op_begin in one statement for the two common cases. A new ID is
+    // inserted with its event ("inserted"); an existing ID in a final state whose tool
+    // and fingerprint match is answered from an unlocked read plus its event
+    // ("answered": final states never change, so replays of hot IDs do not queue on
+    // the row lock). Any other existing row is returned as "existing" for the locked
+    // path; no row at all means the ID was created concurrently after this
+    // statement's snapshot (the locked path then finds it).
+    {"WITH i AS ("
+     "  INSERT INTO opledger.operations AS o (operation_id, conversation_id, tool, args, args_hash, "
+     "      fingerprint_alg, status, attempt, lease_owner, lease_expires_at, created_at, updated_at) "
+     "  VALUES ($1, $2, $3, $4, $5, $6, $7::opledger.op_status, $8, $9, $10, $11, $11) "
+     "  ON CONFLICT (operation_id) DO NOTHING "
+     "  RETURNING " OPLEDGER_ROW_COLUMNS_O
+     "), ie AS ("
+     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker) "
+     "  SELECT i.operation_id, $11, 'begin', $12, NULL, $7::opledger.op_status, $8, $13 FROM i"
+     "), x AS ("
+     "  SELECT " OPLEDGER_ROW_COLUMNS_O ", "
+     "      (o.status IN ('succeeded'::opledger.op_status, 'failed'::opledger.op_status) "
+     "       AND o.tool = $3 AND o.args_hash = $5 AND o.fingerprint_alg = $6) AS answerable "
+     "  FROM opledger.operations AS o "
+     "  WHERE o.operation_id = $1 AND NOT EXISTS (SELECT 1 FROM i)"
+     "), xe AS ("
+     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker) "
+     "  SELECT x.operation_id, $11, 'begin', CASE WHEN x.status = 'succeeded' THEN 'replay' ELSE 'failed' END, "
+     "      x.status::opledger.op_status, x.status::opledger.op_status, x.attempt, $13 "
+     "  FROM x WHERE x.answerable"
+     ") SELECT " OPLEDGER_ROW_COLUMNS ", 'inserted'::pg_catalog.text FROM i "
+     "UNION ALL "
+     "SELECT " OPLEDGER_ROW_COLUMNS ", CASE WHEN x.answerable THEN 'answered' ELSE 'existing' END FROM x",
+     13,
+     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, BYTEAOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
+      TIMESTAMPTZOID, TEXTOID, TEXTOID}},
     // insert_row
     {"WITH i AS ("
      "  INSERT INTO opledger.operations AS o (operation_id, conversation_id, tool, args, args_hash, "

@@ -28,7 +28,7 @@ enum class PlanId : int {
     hmac_key,         // the fingerprint key
     hmac_key_create,  // create it when missing
     lock_row,         // SELECT ... FOR UPDATE of one operation
-    peek_row,         // the same without a lock (final states only)
+    begin_row,        // op_begin's insert-or-answer statement (see ledger_spi.cpp)
     insert_row,       // new operation + its event
     write_row,        // any transition of a locked operation + its event
     insert_event,     // an audited call that changed nothing

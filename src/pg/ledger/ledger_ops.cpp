@@ -980,6 +980,28 @@ void check_fence(const Row& row, std::optional<int> attempt, const char* functio
                "Call op_begin to learn what to do with this operation.");
 }
 
+// op_succeed's common case, one statement: the current attempt of a pending
+// operation succeeds. The SQL (succeed_pending) writes what the locked path below
+// writes for that case; nothing when the operation is in any other state.
+std::optional<Datum> succeed_pending(Datum operation_id, const Value& result, std::optional<int> attempt,
+                                     const Value& provider_ref, TupleDesc desc, TimestampTz now) {
+    Datum values[5] = {operation_id, result.datum, provider_ref.datum, TimestampTzGetDatum(now),
+                       Int32GetDatum(attempt.value_or(0))};
+    const char nulls[5] = {' ', result.null ? 'n' : ' ', provider_ref.null ? 'n' : ' ', ' ', attempt ? ' ' : 'n'};
+    execute(PlanId::succeed_pending, values, nulls, 0);
+    if (SPI_processed != 1) return std::nullopt;
+    const Written w{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};
+    Row row;
+    row.operation_id = Value::of(operation_id);
+    row.tool = text_to_string(returned_column(w, "tool").datum);
+    row.status = Status::succeeded;
+    Change change;
+    change.successes = 1;
+    add_counters(row.tool, Status::pending, Status::succeeded, change);
+    if (ledger_notify) notify(row);
+    return return_operations_row(w, desc);
+}
+
 Datum op_succeed(FunctionCallInfo fcinfo) {
     const std::string id = name_arg(fcinfo, 0, "op_succeed", "operation_id");
     const Value result = jsonb_arg(fcinfo, 1, "op_succeed", "result");
@@ -989,6 +1011,10 @@ Datum op_succeed(FunctionCallInfo fcinfo) {
     const TimestampTz now = GetCurrentTimestamp();
 
     SpiConnection spi;
+    if (std::optional<Datum> done = succeed_pending(PG_GETARG_DATUM(0), result, attempt, provider_ref, desc, now)) {
+        spi.finish();
+        return *done;
+    }
     Row row = lock_existing(PG_GETARG_DATUM(0), id, "op_succeed");
     if (attempt && *attempt > row.attempt)
         impossible("op_succeed: attempt " + std::to_string(*attempt) + " of operation \"" + id + "\" never started",

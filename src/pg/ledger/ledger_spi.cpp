@@ -126,6 +126,25 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
       TIMESTAMPTZOID, TEXTOID,        TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,        TEXTOID,        TEXTOID,
       TIMESTAMPTZOID, INT4OID,        INT4OID,        INT4OID,        TEXTOID,        TEXTOID,        TEXTOID,
       TEXTOID,        TEXTOID,        JSONBOID,       TEXTOID,        JSONBOID}},
+    // succeed_pending: op_succeed's common case in one statement, the transition
+    // pending -> succeeded of the current attempt (exactly what op_succeed's locked
+    // path writes for it, event included). No row: the locked path decides.
+    {"WITH u AS ("
+     "  UPDATE opledger.operations AS o SET "
+     "    status = 'succeeded'::opledger.op_status, result = $2, error = NULL, "
+     "    provider_ref = COALESCE($3, o.provider_ref), finished_at = $4, updated_at = $4, "
+     "    lease_expires_at = NULL, retry_after = NULL, claim_owner = NULL, claim_expires_at = NULL "
+     "  WHERE o.operation_id = $1 AND o.status = 'pending'::opledger.op_status "
+     "    AND ($5 IS NULL OR o.attempt = $5) "
+     "  RETURNING o.*"
+     "), e AS ("
+     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, "
+     "      worker, provider_ref, detail) "
+     "  SELECT u.operation_id, $4, 'succeed', NULL, 'pending'::opledger.op_status, u.status, u.attempt, NULL, $3, "
+     "      pg_catalog.jsonb_build_object('reported_attempt', u.attempt, 'result', $2) "
+     "  FROM u"
+     ") SELECT * FROM u",
+     5, {TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, INT4OID}},
     // insert_event: a call that changed nothing but is audited (op_begin answers)
     {"INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker, detail) "
      "VALUES ($1, $2, $3, $4, $5::opledger.op_status, $5::opledger.op_status, $6, $7, $8)",

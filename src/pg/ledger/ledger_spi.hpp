@@ -31,6 +31,7 @@ enum class PlanId : int {
     begin_row,        // op_begin's insert-or-answer statement (see ledger_spi.cpp)
     insert_row,       // new operation + its event
     write_row,        // any transition of a locked operation + its event
+    succeed_pending,  // op_succeed of the current attempt of a pending operation
     insert_event,     // an audited call that changed nothing
     sweep_candidates,
     claim_candidates,

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(46);
+SELECT plan(49);
 
 CREATE FUNCTION pg_temp.last_event(id text) RETURNS text LANGUAGE sql AS $$
     SELECT kind || ':' || coalesce(status_before::text, '-') || '>' || status_after
@@ -142,6 +142,22 @@ SELECT is((SELECT count(*)::int FROM opledger.operations WHERE status IN ('succe
           'every final op has finished_at');
 SELECT is((SELECT count(*)::int FROM opledger.operations WHERE status = 'pending' AND lease_expires_at IS NULL), 0,
           'every pending op holds a lease');
+
+-- op_succeed of a pending operation's current attempt is one statement (the
+-- succeed_pending plan): the row and the event it writes, pinned.
+SELECT opledger.register_tool('fast_t', 'non_idempotent_write');
+SELECT opledger.op_begin('fast-1', 'fast_t', '{"n":1}', worker => 'w1');
+SELECT opledger.op_succeed('fast-1', '{"ok":true}', 1, 'prov-1');
+SELECT is((SELECT status::text || '/' || result::text || '/' || provider_ref || '/' || (error IS NULL) || '/' ||
+                  (lease_expires_at IS NULL) || '/' || (finished_at = updated_at) || '/' || lease_owner
+             FROM opledger.operations WHERE operation_id = 'fast-1'),
+          'succeeded/{"ok": true}/prov-1/true/true/true/w1', 'fast op_succeed: the row');
+SELECT is((SELECT kind || '/' || coalesce(decision, '-') || '/' || status_before || '/' || status_after || '/' || attempt || '/' ||
+                  coalesce(worker, '-') || '/' || provider_ref || '/' || detail::text
+             FROM opledger.events WHERE operation_id = 'fast-1' AND kind <> 'begin'),
+          'succeed/-/pending/succeeded/1/-/prov-1/{"result": {"ok": true}, "reported_attempt": 1}', 'fast op_succeed: the event');
+SELECT throws_ok($$SELECT opledger.op_succeed('fast-1', '{"ok":true}', 2)$$, 'OL002', NULL,
+                 'an attempt that never started still goes to the locked path and is refused');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -29,7 +29,8 @@ TAP_TESTS = 1
 PROVE_TESTS = tests/t/*.pl
 
 PG_CPPFLAGS = -Isrc
-PG_CXXFLAGS = -std=c++17 -fvisibility=hidden -Wno-missing-field-initializers
+# Frame pointers like the server's own build, so perf can walk stacks through our frames.
+PG_CXXFLAGS = -std=c++17 -fvisibility=hidden -fno-omit-frame-pointer -Wno-missing-field-initializers
 SHLIB_LINK += -lstdc++ -lcrypto -lsimdjson
 
 # Debian's PostgreSQL is built with LLVM; JIT-inlining C++ bitcode buys nothing here.

@@ -21,6 +21,9 @@ export PGOPTIONS="${PGOPTIONS:-}"
 psql_q() { "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$DB" "$@"; }
 
 tps() {  # tps <script> <clients>
+    # Each run starts right after a checkpoint, so that neither side pays the burst of
+    # full-page writes that follows one while the other does not.
+    psql_q -c CHECKPOINT
     "$BIN/pgbench" -n -M prepared -c "$2" -j "$(( $2 < 2 ? 1 : 2 ))" -T "$DURATION" -f "$1" "$DB" 2>&1 |
         awk '/^tps = / {print $3} /aborted|error/ {print "ERROR: " $0 > "/dev/stderr"}'
 }

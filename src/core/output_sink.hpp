@@ -74,6 +74,14 @@ public:
         cursor_ = begin_;
     }
 
+    // For a writer that keeps the cursor in a local (see write_plain): bytes stored
+    // through char* may alias any object in memory, so a cursor held in this object
+    // would be reloaded after every byte. Take it, write below limit(), give it back
+    // with set_cursor before calling anything else on the sink.
+    char* cursor() const { return cursor_; }
+    const char* limit() const { return limit_; }
+    void set_cursor(char* cursor) { cursor_ = cursor; }
+
     // A consumer that appends to a std::string.
     static void append_to_string(void* target, const char* data, std::size_t size) {
         static_cast<std::string*>(target)->append(data, size);

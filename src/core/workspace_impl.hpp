@@ -1,6 +1,7 @@
 // Private pieces shared by the parser, the writer and Workspace: the explicit
 // stacks that keep parsing and writing iterative, and the workspace that owns
-// reusable buffers for all of them (every byte from the caller's memory_resource).
+// reusable buffers for all of them (every buffer from the caller's memory_resource;
+// only the small SHA-256 context it keeps is OpenSSL's own allocation).
 #pragma once
 
 #include <cstddef>
@@ -49,6 +50,10 @@ void write_document(const Document::Impl& doc, OutputSink& sink, std::pmr::vecto
 class Sha256Stream {
 public:
     Sha256Stream();
+    // Uses (and on first use creates) a context kept by the caller, e.g. a Workspace:
+    // creating and freeing an EVP context per digest is two allocations plus provider
+    // set-up, a visible share of hashing a few KB. Free it with free_sha256_context.
+    explicit Sha256Stream(void*& kept_context);
     ~Sha256Stream();
     Sha256Stream(const Sha256Stream&) = delete;
     Sha256Stream& operator=(const Sha256Stream&) = delete;
@@ -60,7 +65,10 @@ public:
 
 private:
     void* context_;  // EVP_MD_CTX, kept opaque so OpenSSL headers stay in sha256.cpp
+    bool owned_;
 };
+
+void free_sha256_context(void* context) noexcept;
 
 }  // namespace opledger::core::detail
 
@@ -73,7 +81,10 @@ struct Workspace::Impl {
 
     explicit Impl(std::pmr::memory_resource* resource)
         : upstream(resource), doc(resource), parse_stack(resource), write_stack(resource) {}
-    ~Impl() { release_chunk(); }
+    ~Impl() {
+        release_chunk();
+        detail::free_sha256_context(sha256_context);
+    }
     Impl(const Impl&) = delete;
     Impl& operator=(const Impl&) = delete;
 
@@ -100,6 +111,7 @@ struct Workspace::Impl {
     std::pmr::vector<detail::WriteFrame> write_stack;
     char* chunk = nullptr;
     std::size_t chunk_size = 0;
+    void* sha256_context = nullptr;  // EVP_MD_CTX reused by canonical_sha256_text (OpenSSL's allocation)
 };
 
 }  // namespace opledger::core

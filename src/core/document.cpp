@@ -23,7 +23,9 @@ inline int compare_keys(const std::pmr::vector<Node>& tape, const PendingKey& a,
 
 }  // namespace
 
-const std::uint8_t* TapeWriter::known_shape_order(const PendingKey* keys, std::size_t count) const {
+// Inlined into close_object: the shape hit is the common path for arrays of objects.
+[[gnu::always_inline]] inline const std::uint8_t* TapeWriter::known_shape_order(const PendingKey* keys,
+                                                                                std::size_t count) const {
     const Shape& shape = shapes_[shape_slot(keys, count)];
     if (shape.count != count) return nullptr;
     for (std::size_t i = 0; i < count; ++i)

@@ -28,7 +28,10 @@ namespace opledger::core::detail {
 // Largest input (text bytes, string bytes, node count) that 32-bit fields can index.
 constexpr std::size_t kMaxInputBytes = 0xFFFFFFFEu;
 
-enum class NodeType : std::uint8_t { null_value, false_value, true_value, number, string, key, array, object };
+// raw: only in write-only tapes (ParseMode::write_only), never in a Document: JSON
+// text that already is canonical (a number, a literal, a string with its quotes and
+// canonical escapes), which the writer copies verbatim.
+enum class NodeType : std::uint8_t { null_value, false_value, true_value, number, string, key, array, object, raw };
 
 struct ContainerLinks {
     std::uint32_t first_member;  // object: start of its slice in Document::Impl::members
@@ -36,6 +39,10 @@ struct ContainerLinks {
 };
 
 struct Node {
+    // Uninitialised: emplace_back() would otherwise zero each node right before
+    // every field is stored (TapeWriter fills all of them).
+    Node() noexcept {}
+
     union {
         const char* data;  // number/string/key: bytes (canonical number, unescaped string)
         ContainerLinks container;
@@ -56,6 +63,7 @@ inline bool is_container(NodeType type) { return type == NodeType::array || type
 // A member name of an object still being built: its first 8 bytes big-endian, so
 // most comparisons while sorting are one integer compare without touching the tape.
 struct PendingKey {
+    PendingKey() noexcept {}  // uninitialised, as Node: every field is stored right after
     std::uint64_t prefix;
     std::uint32_t node;
     std::uint32_t source_offset;  // text parser: byte offset of the name (duplicate errors)

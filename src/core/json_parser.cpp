@@ -80,6 +80,7 @@ public:
         pos = skip_whitespace(pos);
         if (pos >= size) end_of_input(pos, "a value");
         c = text[pos];
+    value_at:  // c = text[pos], not whitespace
         switch (c) {
             case '"':
                 pos = parse_string_value(pos);
@@ -120,6 +121,7 @@ public:
     member_name:  // pos is at (or before whitespace before) the name of a new member
         pos = skip_whitespace(pos);
         if (pos >= size) end_of_input(pos, "'\"'");
+    member_name_at:  // pos < size, not whitespace
         if (text[pos] != '"') fail(pos, describe_byte(text[pos]) + ", expected '\"'");
         {
             const std::size_t offset = pos;
@@ -128,6 +130,13 @@ public:
             const bool in_text = name.data == text + offset + 1;
             tape_.key(name.data, name.size, name.needs_escape, offset, in_text ? offset + 1 : 0);
             pos = name.next;
+        }
+        // ":" and json.dumps' ": " followed by the value, without the general whitespace skip.
+        if (size - pos >= 3 && text[pos] == ':') {
+            pos += text[pos + 1] == ' ' ? 2 : 1;
+            c = text[pos];
+            if (static_cast<unsigned char>(c) > ' ') goto value_at;
+            goto value;
         }
         pos = skip_whitespace(pos);
         if (pos >= size) end_of_input(pos, "':'");
@@ -139,6 +148,20 @@ public:
         if (open_.empty()) goto done;
         {
             ParseFrame& top = open_.back();
+            // "," and json.dumps' ", " followed by the next member or element, without the
+            // general whitespace skip.
+            if (size - pos >= 3 && text[pos] == ',') {
+                ++top.count;
+                pos += text[pos + 1] == ' ' ? 2 : 1;
+                c = text[pos];
+                const bool spaced = static_cast<unsigned char>(c) <= ' ';  // more whitespace: the general path
+                if (top.is_object) {
+                    if (spaced) goto member_name;
+                    goto member_name_at;
+                }
+                if (spaced) goto value;
+                goto value_at;
+            }
             pos = skip_whitespace(pos);
             if (pos >= size) end_of_input(pos, top.is_object ? "',' or '}'" : "',' or ']'");
             c = text[pos++];
@@ -190,7 +213,10 @@ private:
     // Returns the position after the literal.
     std::size_t parse_literal(std::size_t pos, const char* word, std::size_t length, NodeType type) {
         if (size_ - pos < length || std::memcmp(text_ + pos, word, length) != 0) fail(pos, "invalid literal");
-        tape_.scalar(type);
+        if (raw_strings_)
+            tape_.scalar(NodeType::raw, word, length);  // word is a string literal: static storage
+        else
+            tape_.scalar(type);
         return pos + length;
     }
 
@@ -206,7 +232,7 @@ private:
             const bool integer_ok = count != 0 && count <= 15 && (text_[digits] != '0' || count == 1);
             if (integer_ok && (i == size_ || (text_[i] != '.' && text_[i] != 'e' && text_[i] != 'E')) &&
                 (text_[digits] != '0' || digits == pos)) {
-                tape_.scalar(NodeType::number, text_ + pos, i - pos);
+                tape_.scalar(number_type_, text_ + pos, i - pos);
                 return i;
             }
             // Also plain decimals like 0.616 or -12.5: at most 15 significant digits (exact
@@ -221,7 +247,7 @@ private:
                 const std::size_t significant = (text_[digits] == '0' ? 0 : count) + (i - fraction - leading_zeros);
                 if (i > fraction && text_[i - 1] != '0' && significant <= 15 && leading_zeros < 6 &&
                     (i == size_ || (text_[i] != 'e' && text_[i] != 'E'))) {
-                    tape_.scalar(NodeType::number, text_ + pos, i - pos);
+                    tape_.scalar(number_type_, text_ + pos, i - pos);
                     return i;
                 }
             }
@@ -237,7 +263,7 @@ private:
         }
         const std::string_view token = rest.substr(0, length);
         if (is_short_canonical_integer(token)) {
-            tape_.scalar(NodeType::number, token.data(), token.size());
+            tape_.scalar(number_type_, token.data(), token.size());
             return start + length;
         }
         char* out = doc_.arena.allocate(kMaxCanonicalNumberLength);
@@ -248,7 +274,7 @@ private:
             throw JsonError(error.kind(), error.what(), start, error.hint());
         }
         doc_.arena.give_back(kMaxCanonicalNumberLength - written);
-        tape_.scalar(NodeType::number, out, written);
+        tape_.scalar(number_type_, out, written);
         return start + length;
     }
 
@@ -277,7 +303,10 @@ private:
     // Returns the position after the string.
     std::size_t parse_string_value(std::size_t pos) {
         const StringBytes s = raw_strings_ ? parse_string_keeping_escapes(pos) : parse_string(pos);
-        tape_.scalar(NodeType::string, s.data, s.size, s.needs_escape);
+        if (raw_strings_ && s.data == text_ + pos + 1)  // still the input spelling: quotes included, it is canonical
+            tape_.scalar(NodeType::raw, text_ + pos, s.size + 2);
+        else
+            tape_.scalar(NodeType::string, s.data, s.size, s.needs_escape);
         return s.next;
     }
 
@@ -286,7 +315,23 @@ private:
     // escape (\/, \u0041, \u00E9, uppercase hex, ...) falls back to unescaping.
     StringBytes parse_string_keeping_escapes(std::size_t quote) {
         const std::size_t start = quote + 1;
-        const std::size_t first_special = find_string_special(text_, start, size_);
+        std::size_t first_special;
+        if (size_ - start >= 16) {
+            // Short strings end within 16 bytes; longer ones (prose) go to the 64-byte scan.
+            if (const unsigned mask = string_special_mask16(text_ + start)) {
+                first_special = start + static_cast<std::size_t>(__builtin_ctz(mask));
+            } else {
+                const std::size_t end = find_canonical_string_end(text_, start + 16, size_);
+                if (end != kNoCanonicalEnd) return {text_ + start, end - start, false, end + 1};
+                first_special = find_string_special(text_, start + 16, size_);
+            }
+        } else {
+            first_special = find_string_special(text_, start, size_);
+        }
+        if (first_special < size_ && text_[first_special] == '\\') {
+            const std::size_t end = find_canonical_string_end(text_, first_special, size_);
+            if (end != kNoCanonicalEnd) return {text_ + start, end - start, false, end + 1};
+        }
         std::size_t i = first_special;
         while (i < size_) {
             const auto c = static_cast<unsigned char>(text_[i]);
@@ -398,7 +443,10 @@ private:
     std::size_t size_;
     std::size_t max_depth_;
     std::pmr::vector<ParseFrame>& open_;
+    // Write-only parse: scalars whose input spelling is canonical become raw nodes
+    // (one verbatim copy in the writer, no per-type dispatch); see NodeType::raw.
     bool raw_strings_;
+    NodeType number_type_ = raw_strings_ ? NodeType::raw : NodeType::number;
     bool escape_produced_special_ = false;  // the string being unescaped needs escaping on output
 };
 

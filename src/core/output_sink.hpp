@@ -29,7 +29,6 @@ public:
     OutputSink(const OutputSink&) = delete;
     OutputSink& operator=(const OutputSink&) = delete;
 
-    char* cursor() const { return cursor_; }
     bool has_room(std::size_t n) const { return static_cast<std::size_t>(limit_ - cursor_) >= n; }
 
     // Makes room for n (<= kMinCapacity) bytes for the put* calls below.
@@ -77,6 +76,14 @@ public:
         if (cursor_ != begin_) consume_(target_, begin_, static_cast<std::size_t>(cursor_ - begin_));
         cursor_ = begin_;
     }
+
+    // For a writer that keeps the cursor in a local (see write_plain): bytes stored
+    // through char* may alias any object in memory, so a cursor held in this object
+    // would be reloaded after every byte. Take it, write below limit(), give it back
+    // with set_cursor before calling anything else on the sink.
+    char* cursor() const { return cursor_; }
+    const char* limit() const { return limit_; }
+    void set_cursor(char* cursor) { cursor_ = cursor; }
 
     // A consumer that appends to a std::string.
     static void append_to_string(void* target, const char* data, std::size_t size) {

@@ -85,7 +85,7 @@ std::string canonicalize_text(std::string_view text, const ParseLimits& limits) 
 }
 
 Sha256Digest canonical_sha256_text(std::string_view text, const ParseLimits& limits, Workspace& workspace) {
-    detail::Sha256Stream digest;
+    detail::Sha256Stream digest(workspace.impl_->sha256_context);
     canonicalize_into(text, limits, *workspace.impl_, detail::Sha256Stream::consume, &digest);
     return digest.finish();
 }

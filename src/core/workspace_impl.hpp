@@ -1,6 +1,7 @@
 // Private pieces shared by the parser, the writer and Workspace: the explicit
 // stacks that keep parsing and writing iterative, and the workspace that owns
-// reusable buffers for all of them (every byte from the caller's memory_resource).
+// reusable buffers for all of them (every buffer from the caller's memory_resource;
+// only the small SHA-256 context it keeps is OpenSSL's own allocation).
 #pragma once
 
 #include <cstddef>
@@ -57,7 +58,10 @@ struct Workspace::Impl {
 
     explicit Impl(std::pmr::memory_resource* resource)
         : upstream(resource), doc(resource), parse_stack(resource), write_stack(resource) {}
-    ~Impl() { release_chunk(); }
+    ~Impl() {
+        release_chunk();
+        detail::free_sha256_context(sha256_context);
+    }
     Impl(const Impl&) = delete;
     Impl& operator=(const Impl&) = delete;
 
@@ -84,6 +88,7 @@ struct Workspace::Impl {
     std::pmr::vector<detail::WriteFrame> write_stack;
     char* chunk = nullptr;
     std::size_t chunk_size = 0;
+    void* sha256_context = nullptr;  // EVP_MD_CTX reused by canonical_sha256_text (OpenSSL's allocation)
 };
 
 }  // namespace opledger::core

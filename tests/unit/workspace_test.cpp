@@ -3,9 +3,11 @@
 // streamed output and hash) produces exactly what the Document path produces.
 #include <cstdint>
 #include <memory_resource>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/string_scan.hpp"
 #include "test_helpers.hpp"
 
 namespace opledger::core::test {
@@ -223,6 +225,60 @@ TEST(Workspace, KeepsCanonicalEscapesAndRewritesOthers) {
     EXPECT_EQ(canon(R"(["\u001F", "\/", "\u0041", "\u00e9", "\u000a", "\u007f"])"),
               "[\"\\u001f\",\"/\",\"A\",\"\xC3\xA9\",\"\\n\",\"\x7F\"]");
     EXPECT_EQ(canon(R"(["\ud83d\ude00"])"), "[\"\xF0\x9F\x98\x80\"]");
+}
+
+// Strings with escapes around the 64-byte steps of the write-only parse's string scan
+// (escapes found by bit arithmetic): escapes, backslash runs, other escapes and errors
+// at every offset; bytes and errors must be those of the Document path. Returns how
+// many texts were valid.
+int check_long_strings_with_escapes() {
+    Workspace workspace;
+    const std::string fillers[] = {"", "a", std::string(62, 'b'), std::string(63, 'c'), std::string(64, 'd'),
+                                   std::string(65, 'e'), std::string(129, 'f')};
+    const std::string tails[] = {"\\\\",    "\\\"",    "\\\\\\\"", "\\\\\\\\",      "\\\\\\\\\\\"", "\\/",
+                                 "\\u0041", "\\u001f", "\\u00e9",  "\\b\\f\\r\\t", "\x01",         "\xC3\xA9",
+                                 "\\x",     "\\",      "\\\\\\"};
+    const std::string trails[] = {"", std::string(70, 'z')};
+    int valid = 0;
+    for (std::size_t lead = 0; lead < 70; ++lead) {
+        for (const std::string& filler : fillers) {
+            for (const std::string& tail : tails) {
+                for (const std::string& trail : trails) {
+                    // A long next value, so that the 64-byte step holding the closing quote fits.
+                    const std::string text = "[\"" + std::string(lead, 'a') + "\\n" + filler + tail + trail + "\", \"" +
+                                             std::string(80, 'y') + "\"]";
+                    std::string expected;
+                    std::optional<std::size_t> error_offset;
+                    bool ok = true;
+                    try {
+                        expected = parse_json_text(text, ParseLimits{}).canonical();
+                    } catch (const JsonError& error) {
+                        ok = false;
+                        error_offset = error.byte_offset();
+                    }
+                    try {
+                        std::string out;
+                        canonicalize_text(text, ParseLimits{}, workspace, out);
+                        EXPECT_TRUE(ok) << text;
+                        EXPECT_EQ(out, expected) << text;
+                        EXPECT_EQ(canonical_sha256_text(text, ParseLimits{}, workspace), sha256(expected)) << text;
+                        ++valid;
+                    } catch (const JsonError& error) {
+                        EXPECT_FALSE(ok) << text;
+                        EXPECT_EQ(error.byte_offset(), error_offset) << text;
+                    }
+                }
+            }
+        }
+    }
+    return valid;
+}
+
+TEST(Workspace, LongStringsWithEscapesMatchTheDocumentPath) {
+    EXPECT_GT(check_long_strings_with_escapes(), 5000);  // the best scan for this CPU
+    detail::use_portable_string_scan_for_testing(true);  // and the SSE2 one
+    EXPECT_GT(check_long_strings_with_escapes(), 5000);
+    detail::use_portable_string_scan_for_testing(false);
 }
 
 TEST(Workspace, DocumentHashMatchesWithOptions) {

@@ -1,10 +1,16 @@
 // The ledger's state machine (SPEC §3) and its SQL entry points.
 //
 // Every op_* call: validate arguments (nothing touched yet), lock the operation row
-// (SELECT ... FOR UPDATE), decide in C++, then write the row, its event and the
-// counters in one statement (a data-modifying CTE), and return. Errors are raised
-// before the write, and the caller's transaction (or statement) rolls back anything
-// else, so every error leaves the ledger as it was. Nothing here commits.
+// (SELECT ... FOR UPDATE), decide in C++, then write the row and its event in one
+// statement (a data-modifying CTE), and return; counter deltas are kept in memory
+// and written once per transaction (ledger_counters.cpp). Errors are raised before
+// the write, and the caller's transaction (or statement) rolls back anything else,
+// so every error leaves the ledger as it was. Nothing here commits.
+//
+// Two common cases skip the separate lock, because one statement can both decide
+// and write them: op_begin of a new ID or of an ID in a final state (begin_first,
+// the begin_row plan), and op_succeed of a pending operation's current attempt
+// (succeed_pending). Whatever they do not match falls through to the locked path.
 //
 // Time: all ledger timestamps are the wall clock at the call (GetCurrentTimestamp,
 // i.e. clock_timestamp()), read once per call. Leases and backoff must mean real
@@ -852,7 +858,8 @@ std::optional<BeginOutcome> begin_first(const BeginArgs& call, const Policy& pol
     if (SPI_processed == 0) return std::nullopt;
     SPITupleTable* table = SPI_tuptable;
     bool is_null = false;
-    const std::string kind = text_to_string(column(table, 0, c_conversation_id + 1, &is_null));
+    constexpr int kKindColumn = c_conversation_id + 1;  // begin_row adds it after the row's columns
+    const std::string kind = text_to_string(column(table, 0, kKindColumn, &is_null));
     if (kind == "inserted") return inserted(call, table, op);
     Row row = read_row(table, 0);
     if (!is_final(row.status)) return std::nullopt;

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(49);
+SELECT plan(50);
 
 CREATE FUNCTION pg_temp.last_event(id text) RETURNS text LANGUAGE sql AS $$
     SELECT kind || ':' || coalesce(status_before::text, '-') || '>' || status_after
@@ -156,6 +156,13 @@ SELECT is((SELECT kind || '/' || coalesce(decision, '-') || '/' || status_before
                   coalesce(worker, '-') || '/' || provider_ref || '/' || detail::text
              FROM opledger.events WHERE operation_id = 'fast-1' AND kind <> 'begin'),
           'succeed/-/pending/succeeded/1/-/prov-1/{"result": {"ok": true}, "reported_attempt": 1}', 'fast op_succeed: the event');
+-- ... and it finds the row through the primary key, never by scanning the partial
+-- index of pending operations (whose predicate its WHERE clause would imply).
+SELECT count(opledger.op_begin('fast-p' || i, 'fast_t', '{}')) FROM generate_series(1, 50) AS i;
+SELECT pg_stat_get_xact_numscans('opledger.operations_lease_idx'::regclass) AS lease_scans_before \gset
+SELECT opledger.op_succeed('fast-p1', '{}');
+SELECT is(pg_stat_get_xact_numscans('opledger.operations_lease_idx'::regclass), :lease_scans_before::bigint,
+          'fast op_succeed does not scan operations_lease_idx');
 SELECT throws_ok($$SELECT opledger.op_succeed('fast-1', '{"ok":true}', 2)$$, 'OL002', NULL,
                  'an attempt that never started still goes to the locked path and is refused');
 

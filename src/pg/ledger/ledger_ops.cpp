@@ -992,9 +992,9 @@ void check_fence(const Row& row, std::optional<int> attempt, const char* functio
 // writes for that case; nothing when the operation is in any other state.
 std::optional<Datum> succeed_pending(Datum operation_id, const Value& result, std::optional<int> attempt,
                                      const Value& provider_ref, TupleDesc desc, TimestampTz now) {
-    Datum values[5] = {operation_id, result.datum, provider_ref.datum, TimestampTzGetDatum(now),
-                       Int32GetDatum(attempt.value_or(0))};
-    const char nulls[5] = {' ', result.null ? 'n' : ' ', provider_ref.null ? 'n' : ' ', ' ', attempt ? ' ' : 'n'};
+    Datum values[6] = {operation_id, result.datum, provider_ref.datum, TimestampTzGetDatum(now),
+                       Int32GetDatum(attempt.value_or(0)), string_to_text(status_name(Status::pending))};
+    const char nulls[6] = {' ', result.null ? 'n' : ' ', provider_ref.null ? 'n' : ' ', ' ', attempt ? ' ' : 'n', ' '};
     execute(PlanId::succeed_pending, values, nulls, 0);
     if (SPI_processed != 1) return std::nullopt;
     const Written w{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};

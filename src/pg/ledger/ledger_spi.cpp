@@ -129,12 +129,15 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
     // succeed_pending: op_succeed's common case in one statement, the transition
     // pending -> succeeded of the current attempt (exactly what op_succeed's locked
     // path writes for it, event included). No row: the locked path decides.
+    // The status comes as a parameter ($6 = 'pending'): written as a constant, the
+    // generic plan may choose the partial index on pending operations (its predicate
+    // is implied) and scan every pending entry, dead ones included, for one ID.
     {"WITH u AS ("
      "  UPDATE opledger.operations AS o SET "
      "    status = 'succeeded'::opledger.op_status, result = $2, error = NULL, "
      "    provider_ref = COALESCE($3, o.provider_ref), finished_at = $4, updated_at = $4, "
      "    lease_expires_at = NULL, retry_after = NULL, claim_owner = NULL, claim_expires_at = NULL "
-     "  WHERE o.operation_id = $1 AND o.status = 'pending'::opledger.op_status "
+     "  WHERE o.operation_id = $1 AND o.status = $6::opledger.op_status "
      "    AND ($5 IS NULL OR o.attempt = $5) "
      "  RETURNING o.*"
      "), e AS ("
@@ -144,7 +147,7 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
      "      pg_catalog.jsonb_build_object('reported_attempt', u.attempt, 'result', $2) "
      "  FROM u"
      ") SELECT * FROM u",
-     5, {TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, INT4OID}},
+     6, {TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID}},
     // insert_event: a call that changed nothing but is audited (op_begin answers)
     {"INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker, detail) "
      "VALUES ($1, $2, $3, $4, $5::opledger.op_status, $5::opledger.op_status, $6, $7, $8)",

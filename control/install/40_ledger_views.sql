@@ -1,5 +1,5 @@
 -- SPEC §5: views for dashboards. Ages use clock_timestamp(), the ledger's own time
--- source (see ledger_ops.cpp). They read the small counters table and partial
+-- source (see src/pg/ledger/ledger_steps.hpp). They read the small counters table and partial
 -- indexes only, never the whole ledger, so they stay cheap at ten million operations.
 
 CREATE VIEW opledger.unknown_operations AS

@@ -66,18 +66,12 @@ void CanonicalStream::quoted(std::string_view utf8, char prefix, char suffix) {
 }
 
 void CanonicalStream::number(std::string_view decimal_text) {
-    if (decimal_text.empty() || detail::scan_number_token(decimal_text) != decimal_text.size())
-        throw JsonError(JsonErrorKind::invalid_text,
-                        "invalid number \"" + std::string(decimal_text.substr(0, 40)) + "\"");
     ensure(detail::kMaxCanonicalNumberLength + 1);
-    if (need_comma_) *cursor_++ = ',';
+    char* at = cursor_ + (need_comma_ ? 1 : 0);
+    const std::size_t written = detail::format_decimal_text(decimal_text, at);  // may throw: nothing counted yet
+    if (need_comma_) *cursor_ = ',';
+    cursor_ = at + written;
     need_comma_ = true;
-    if (detail::is_short_canonical_integer(decimal_text)) {
-        detail::OutputSink::copy_bytes(cursor_, decimal_text.data(), decimal_text.size());
-        cursor_ += decimal_text.size();
-        return;
-    }
-    cursor_ += detail::format_canonical_number(decimal_text, cursor_);
 }
 
 void CanonicalStream::finish() { flush(); }

@@ -127,19 +127,12 @@ void DocumentBuilder::string(std::string_view utf8, Storage storage) {
 }
 
 void DocumentBuilder::number(std::string_view decimal_text) {
-    if (decimal_text.empty() || detail::scan_number_token(decimal_text) != decimal_text.size())
-        throw JsonError(JsonErrorKind::invalid_text,
-                        "invalid number \"" + std::string(decimal_text.substr(0, 40)) + "\"");
+    char* out = impl_->doc.arena.allocate(detail::kMaxCanonicalNumberLength);
+    const std::size_t written = detail::format_decimal_text(decimal_text, out);
+    impl_->doc.arena.give_back(detail::kMaxCanonicalNumberLength - written);
     impl_->before_value();
-    if (detail::is_short_canonical_integer(decimal_text)) {
-        impl_->tape.scalar(detail::NodeType::number, impl_->store(decimal_text, Storage::copy), decimal_text.size());
-    } else {
-        char* out = impl_->doc.arena.allocate(detail::kMaxCanonicalNumberLength);
-        const std::size_t written = detail::format_canonical_number(decimal_text, out);
-        impl_->doc.arena.give_back(detail::kMaxCanonicalNumberLength - written);
-        impl_->doc.size_hint += written + 1;
-        impl_->tape.scalar(detail::NodeType::number, out, written);
-    }
+    impl_->doc.size_hint += written + 1;
+    impl_->tape.scalar(detail::NodeType::number, out, written);
     impl_->after_value();
 }
 

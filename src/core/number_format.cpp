@@ -248,6 +248,15 @@ std::size_t format_canonical_number(std::string_view token, char* out) {
     return format_canonical_number_impl(token, out, true);
 }
 
+std::size_t format_decimal_text(std::string_view decimal_text, char* out) {
+    if (decimal_text.empty() || scan_number_token(decimal_text) != decimal_text.size())
+        throw JsonError(JsonErrorKind::invalid_text,
+                        "invalid number \"" + std::string(decimal_text.substr(0, 40)) + "\"");
+    if (!is_short_canonical_integer(decimal_text)) return format_canonical_number(decimal_text, out);
+    std::memcpy(out, decimal_text.data(), decimal_text.size());
+    return decimal_text.size();
+}
+
 std::size_t format_canonical_number_via_double(std::string_view token, char* out) {
     return format_canonical_number_impl(token, out, false);
 }

@@ -25,6 +25,13 @@ bool is_short_canonical_integer(std::string_view token) noexcept;
 // JsonError(inexact_number) when the value would change; byte_offset is left empty.
 std::size_t format_canonical_number(std::string_view token, char* out);
 
+// The canonical form of a decimal number handed over as text by a caller that
+// already parsed its value (numeric_out's "1.50", "-0", "1e5") into out (room for
+// kMaxCanonicalNumberLength bytes); returns its length. Short integers are copied
+// as they are. Throws JsonError(invalid_text) when the text is not a JSON number,
+// and JsonError(inexact_number) as format_canonical_number does.
+std::size_t format_decimal_text(std::string_view decimal_text, char* out);
+
 // The same result computed always through the double (from_chars + shortest
 // to_chars), bypassing the 15-digit shortcut; kept for differential tests.
 std::size_t format_canonical_number_via_double(std::string_view token, char* out);

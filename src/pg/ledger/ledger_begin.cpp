@@ -219,7 +219,7 @@ BeginOutcome begin_existing(const BeginArgs& call, Row& row, const Policy& polic
     return out;
 }
 
-// Parameters $1..$13 of insert_row and begin_row: the new operation and its event.
+// Parameters $1..$13 of begin_row: the new operation and its event.
 struct NewOperation {
     static constexpr int kParams = 13;
     Datum values[kParams];
@@ -271,15 +271,6 @@ BeginOutcome inserted(const BeginArgs& call, SPITupleTable* table, const NewOper
     const char* name = call.tool.c_str();
     pg_call([&] { counters_add(name, deltas); });
     return out;
-}
-
-// Inserts a new operation; nothing when a concurrent op_begin created it first.
-std::optional<BeginOutcome> begin_new(const BeginArgs& call, const Policy& policy, const Fingerprinter& fp,
-                                      const core::Document& doc, TimestampTz now) {
-    const NewOperation op = new_operation(call, policy, fp, doc, now);
-    execute(PlanId::insert_row, op.values, op.nulls, 0);
-    if (SPI_processed == 0) return std::nullopt;
-    return inserted(call, SPI_tuptable, op);
 }
 
 // op_begin's first try, one statement (begin_row): inserts a new ID, or answers a
@@ -369,8 +360,9 @@ Datum op_begin(FunctionCallInfo fcinfo) {
     // that appeared (or vanished) between the statements.
     for (int round = 0; round < 3 && !outcome; ++round) {
         std::optional<Row> row = lock_row(call.operation_id.datum);
+        // No row to lock: it vanished (or was never visible); try the insert again.
         if (row) outcome = begin_existing(call, *row, policy, fp, doc, now);
-        else outcome = begin_new(call, policy, fp, doc, now);
+        else outcome = begin_first(call, policy, fp, doc, now);
     }
     if (!outcome)
         throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE, "op_begin: operation \"" + call.id + "\" keeps changing",

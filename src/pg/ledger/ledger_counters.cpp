@@ -102,7 +102,8 @@ bool all_zero(const int64* deltas) {
 // SnapshotSelf finds the newest committed version (and this transaction's own, if
 // flush_counters() already wrote it): counters only ever add, so the update applies
 // to whatever the row holds now, whatever the isolation level.
-bool add_in_place(Relation rel, Relation index, const char* tool, int32 slot, const int64* deltas) {
+bool add_in_place(Relation rel, Relation index, const AttrNumber* columns, const char* tool, int32 slot,
+                  const int64* deltas) {
     ScanKeyData keys[2];
     ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
                            CStringGetTextDatum(tool));
@@ -120,9 +121,9 @@ bool add_in_place(Relation rel, Relation index, const char* tool, int32 slot, co
         bool* nulls = static_cast<bool*>(palloc(desc->natts * sizeof(bool)));
         heap_deform_tuple(old, desc, values, nulls);
         for (int k = 0; k < kCounterColumns; ++k) {
-            const int attno = attnameAttNum(rel, kCounterNames[k], false);
-            if (attno <= 0 || nulls[attno - 1]) elog(ERROR, "opledger: counters column %s is missing", kCounterNames[k]);
-            values[attno - 1] = Int64GetDatum(DatumGetInt64(values[attno - 1]) + deltas[k]);
+            const int i = columns[k] - 1;
+            if (nulls[i]) elog(ERROR, "opledger: counters column %s is null", kCounterNames[k]);
+            values[i] = Int64GetDatum(DatumGetInt64(values[i]) + deltas[k]);
         }
         HeapTuple updated = heap_form_tuple(desc, values, nulls);
         // simple_heap_update plus the index entry when the update could not be HOT.
@@ -193,11 +194,16 @@ void flush() {
     Relation rel = table_open(counters, RowExclusiveLock);
     const Oid primary_key = RelationGetPrimaryKeyIndex(rel);
     Relation index = OidIsValid(primary_key) ? index_open(primary_key, RowExclusiveLock) : nullptr;
+    AttrNumber columns[kCounterColumns];  // attribute numbers of the delta columns
+    for (int k = 0; k < kCounterColumns; ++k) {
+        columns[k] = static_cast<AttrNumber>(attnameAttNum(rel, kCounterNames[k], false));
+        if (columns[k] <= 0) elog(ERROR, "opledger: counters column %s is missing", kCounterNames[k]);
+    }
     bool connected = false;
     for (int i = 0; i < work->count; ++i) {
         const Entry& e = work->entries[i];
         if (e.tool == nullptr || all_zero(e.deltas)) continue;
-        if (index != nullptr && add_in_place(rel, index, e.tool, MyBackendId, e.deltas)) continue;
+        if (index != nullptr && add_in_place(rel, index, columns, e.tool, MyBackendId, e.deltas)) continue;
         if (!connected) {
             if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "opledger: SPI_connect failed while writing counters");
             connected = true;

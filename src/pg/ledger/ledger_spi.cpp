@@ -82,20 +82,6 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
      13,
      {TEXTOID, TEXTOID, TEXTOID, JSONBOID, BYTEAOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
       TIMESTAMPTZOID, TEXTOID, TEXTOID}},
-    // insert_row
-    {"WITH i AS ("
-     "  INSERT INTO opledger.operations AS o (operation_id, conversation_id, tool, args, args_hash, "
-     "      fingerprint_alg, status, attempt, lease_owner, lease_expires_at, created_at, updated_at) "
-     "  VALUES ($1, $2, $3, $4, $5, $6, $7::opledger.op_status, $8, $9, $10, $11, $11) "
-     "  ON CONFLICT (operation_id) DO NOTHING "
-     "  RETURNING o.*"
-     "), e AS ("
-     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker) "
-     "  SELECT i.operation_id, $11, 'begin', $12, NULL, i.status, i.attempt, $13 FROM i"
-     ") SELECT " OPLEDGER_ROW_COLUMNS " FROM i",
-     13,
-     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, BYTEAOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-      TIMESTAMPTZOID, TEXTOID, TEXTOID}},
     // write_row
     {"WITH u AS ("
      "  UPDATE opledger.operations AS o SET "

@@ -29,7 +29,6 @@ enum class PlanId : int {
     hmac_key_create,  // create it when missing
     lock_row,         // SELECT ... FOR UPDATE of one operation
     begin_row,        // op_begin's insert-or-answer statement (see ledger_spi.cpp)
-    insert_row,       // new operation + its event
     write_row,        // any transition of a locked operation + its event
     succeed_pending,  // op_succeed of the current attempt of a pending operation
     insert_event,     // an audited call that changed nothing

@@ -13,6 +13,7 @@
 #include "core/jcs.hpp"
 #include "pg/boundary.hpp"
 #include "pg/jsonb_reader.hpp"
+#include "pg/ledger/event_log.hpp"
 #include "pg/ledger/ledger_counters.hpp"
 #include "pg/ledger/ledger_gucs.hpp"
 #include "pg/ledger/ledger_row.hpp"
@@ -123,20 +124,16 @@ void count_answer(const Row& row) {
 
 // An op_begin answer that changes nothing: only its event (and counters).
 void audit_answer(const BeginArgs& call, const Row& row, const char* decision, TimestampTz now) {
-    Datum values[8];
-    char nulls[8];
-    std::memset(nulls, ' ', sizeof nulls);
-    values[0] = row.operation_id.datum;
-    values[1] = TimestampTzGetDatum(now);
-    values[2] = string_to_text("begin");
-    values[3] = string_to_text(decision);
-    values[4] = string_to_text(status_name(row.status));
-    values[5] = Int32GetDatum(row.attempt);
-    values[6] = call.worker.datum;
-    nulls[6] = call.worker.null ? 'n' : ' ';
-    values[7] = 0;
-    nulls[7] = 'n';
-    execute(PlanId::insert_event, values, nulls, 0);
+    EventRecord event;
+    event.operation_id = row.operation_id.datum;
+    event.at = now;
+    event.kind = "begin";
+    event.decision = decision;
+    event.status_before = row.status;
+    event.status_after = row.status;
+    event.attempt = row.attempt;
+    event.worker = call.worker;
+    append_event(event);
     count_answer(row);
 }
 
@@ -221,7 +218,7 @@ BeginOutcome begin_existing(const BeginArgs& call, Row& row, const Policy& polic
 
 // Parameters $1..$13 of begin_row: the new operation and its event.
 struct NewOperation {
-    static constexpr int kParams = 13;
+    static constexpr int kParams = 11;
     Datum values[kParams];
     char nulls[kParams];
     const char* decision;
@@ -253,16 +250,24 @@ NewOperation new_operation(const BeginArgs& call, const Policy& policy, const Fi
     set(10, op.needs_approval ? Value{}
                               : Value::timestamp(add_us(now, call.lease_us.value_or(policy.lease_us))));
     set(11, Value::timestamp(now));
-    set(12, Value::of(string_to_text(op.decision)));
-    set(13, call.worker);
     return op;
 }
 
-// The answer for a row that this call inserted (first row of table), and its counters.
-BeginOutcome inserted(const BeginArgs& call, SPITupleTable* table, const NewOperation& op) {
+// The answer for a row that this call inserted (first row of table), its event and
+// its counters.
+BeginOutcome inserted(const BeginArgs& call, SPITupleTable* table, const NewOperation& op, TimestampTz now) {
     BeginOutcome out;
     out.row = read_row(table, 0);
     out.decision = op.decision;
+    EventRecord event;
+    event.operation_id = out.row.operation_id.datum;
+    event.at = now;
+    event.kind = "begin";
+    event.decision = op.decision;
+    event.status_after = out.row.status;
+    event.attempt = out.row.attempt;
+    event.worker = call.worker;
+    append_event(event);
     int64 deltas[kCounterColumns] = {};
     deltas[k_begins] = 1;
     deltas[k_executions] = op.needs_approval ? 0 : 1;
@@ -285,19 +290,15 @@ std::optional<BeginOutcome> begin_first(const BeginArgs& call, const Policy& pol
     bool is_null = false;
     constexpr int kKindColumn = c_conversation_id + 1;  // begin_row adds it after the row's columns
     const std::string kind = text_to_string(column(table, 0, kKindColumn, &is_null));
-    if (kind == "inserted") return inserted(call, table, op);
+    if (kind == "inserted") return inserted(call, table, op, now);
     Row row = read_row(table, 0);
     if (!is_final(row.status)) return std::nullopt;
     BeginOutcome out;
     out.decision = row.status == Status::succeeded ? "replay" : "failed";
-    if (kind == "answered") {
-        count_answer(row);  // begin_row wrote the event
-    } else {
-        // Another tool or fingerprint (OL001), or one computed with another algorithm
-        // (the tool's redact setting changed since): compare in C++, then answer.
-        check_same_call(call, row, fp, doc);
-        audit_answer(call, row, out.decision, now);
-    }
+    // Not "answered": another tool or fingerprint (OL001), or one computed with another
+    // algorithm (the tool's redact setting changed since): compare in C++, then answer.
+    if (kind != "answered") check_same_call(call, row, fp, doc);
+    audit_answer(call, row, out.decision, now);
     out.row = std::move(row);
     return out;
 }

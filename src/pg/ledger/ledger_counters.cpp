@@ -45,6 +45,9 @@ extern "C" {
 #include "storage/backendid.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
+#include "utils/inval.h"
+#include "access/heapam.h"
+#include "storage/bufmgr.h"
 }
 
 namespace opledger::pg::ledger {
@@ -98,12 +101,139 @@ bool all_zero(const int64* deltas) {
     return true;
 }
 
+// What a flush needs to know about opledger.counters, worked out on the first flush
+// and again after any relcache invalidation (the table or its index rebuilt,
+// columns changed, the extension recreated). `rows` remembers where each tool's
+// row of this backend's slot was written last: only this backend writes that row,
+// so next time it is fetched by position instead of searched through the primary
+// key and along its HOT chain (which grows by one version per transaction until
+// pruned). A position is only a hint: the row found there must be visible, the
+// newest version, and carry the same (tool, slot), or the index decides.
+constexpr int kRememberedRows = 16;
+struct RememberedRow {
+    char* tool;  // in TopMemoryContext
+    ItemPointerData tid;
+};
+struct CountersTable {
+    bool known = false;
+    Oid relid = InvalidOid;
+    Oid primary_key = InvalidOid;
+    AttrNumber tool_column = 0, slot_column = 0;
+    AttrNumber columns[kCounterColumns] = {};  // attribute numbers of the delta columns
+    int remembered = 0;
+    RememberedRow rows[kRememberedRows] = {};
+};
+CountersTable table_info;
+bool relcache_callback_registered = false;
+
+void forget_table(Datum, Oid) {
+    table_info.known = false;  // the remembered positions go with it (learn_table)
+}
+
+// False when opledger.counters does not exist (the extension was dropped in this
+// transaction): there is nothing to count into.
+bool learn_table() {
+    if (!relcache_callback_registered) {
+        CacheRegisterRelcacheCallback(forget_table, (Datum)0);
+        relcache_callback_registered = true;
+    }
+    for (int i = 0; i < table_info.remembered; ++i) pfree(table_info.rows[i].tool);
+    table_info = CountersTable{};
+    const Oid schema = get_namespace_oid("opledger", true);
+    const Oid relid = OidIsValid(schema) ? get_relname_relid("counters", schema) : InvalidOid;
+    if (!OidIsValid(relid)) return false;
+    Relation rel = table_open(relid, AccessShareLock);
+    CountersTable t;
+    t.relid = relid;
+    t.primary_key = RelationGetPrimaryKeyIndex(rel);
+    t.tool_column = static_cast<AttrNumber>(attnameAttNum(rel, "tool", false));
+    t.slot_column = static_cast<AttrNumber>(attnameAttNum(rel, "slot", false));
+    for (int k = 0; k < kCounterColumns; ++k) {
+        t.columns[k] = static_cast<AttrNumber>(attnameAttNum(rel, kCounterNames[k], false));
+        if (t.columns[k] <= 0) elog(ERROR, "opledger: counters column %s is missing", kCounterNames[k]);
+    }
+    table_close(rel, AccessShareLock);
+    if (t.tool_column <= 0 || t.slot_column <= 0) elog(ERROR, "opledger: counters columns tool and slot are missing");
+    t.known = true;
+    table_info = t;
+    return true;
+}
+
+RememberedRow* remembered_row(const char* tool) {
+    for (int i = 0; i < table_info.remembered; ++i)
+        if (strcmp(table_info.rows[i].tool, tool) == 0) return &table_info.rows[i];
+    return nullptr;
+}
+
+void remember_row(const char* tool, ItemPointer tid) {
+    RememberedRow* row = remembered_row(tool);
+    if (row == nullptr) {
+        if (table_info.remembered == kRememberedRows) return;  // many tools: the rest use the index
+        row = &table_info.rows[table_info.remembered++];
+        row->tool = MemoryContextStrdup(TopMemoryContext, tool);
+    }
+    row->tid = *tid;
+}
+
+// Writes old + deltas as the new version of the row and remembers where it went.
+void update_row(Relation rel, const char* tool, HeapTuple old, const int64* deltas) {
+    const TupleDesc desc = RelationGetDescr(rel);
+    Datum* values = static_cast<Datum*>(palloc(desc->natts * sizeof(Datum)));
+    bool* nulls = static_cast<bool*>(palloc(desc->natts * sizeof(bool)));
+    heap_deform_tuple(old, desc, values, nulls);
+    for (int k = 0; k < kCounterColumns; ++k) {
+        const int i = table_info.columns[k] - 1;
+        if (nulls[i]) elog(ERROR, "opledger: counters column %s is null", kCounterNames[k]);
+        values[i] = Int64GetDatum(DatumGetInt64(values[i]) + deltas[k]);
+    }
+    HeapTuple updated = heap_form_tuple(desc, values, nulls);
+    // simple_heap_update plus the index entry when the update could not be HOT.
+    CatalogTupleUpdate(rel, &old->t_self, updated);
+    remember_row(tool, &updated->t_self);
+    heap_freetuple(updated);
+    pfree(values);
+    pfree(nulls);
+}
+
+// The remembered position of (tool, slot), if it still holds the row's newest
+// version: visible to SnapshotSelf (committed, or written by this transaction) and
+// not updated or deleted since, with the same key.
+bool add_at_remembered(Relation rel, const char* tool, int32 slot, const int64* deltas) {
+    const RememberedRow* row = remembered_row(tool);
+    if (row == nullptr) return false;
+    // VACUUM may have truncated the table's tail since (if someone else moved the
+    // row away): a position past the end would be an error, not a miss.
+    if (ItemPointerGetBlockNumber(&row->tid) >= RelationGetNumberOfBlocks(rel)) return false;
+    HeapTupleData tuple;
+    tuple.t_self = row->tid;
+    Buffer buffer = InvalidBuffer;
+    if (!heap_fetch(rel, SnapshotSelf, &tuple, &buffer, false)) return false;
+    bool usable = ItemPointerEquals(&tuple.t_self, &tuple.t_data->t_ctid);  // no newer version
+    if (usable) {
+        bool is_null = false;
+        const Datum slot_datum = heap_getattr(&tuple, table_info.slot_column, RelationGetDescr(rel), &is_null);
+        usable = !is_null && DatumGetInt32(slot_datum) == slot;
+        const Datum tool_datum = heap_getattr(&tuple, table_info.tool_column, RelationGetDescr(rel), &is_null);
+        if (usable && !is_null) {
+            text* stored = DatumGetTextPP(tool_datum);
+            const size_t length = VARSIZE_ANY_EXHDR(stored);
+            usable = length == strlen(tool) && memcmp(VARDATA_ANY(stored), tool, length) == 0;
+            if (reinterpret_cast<Pointer>(stored) != DatumGetPointer(tool_datum)) pfree(stored);
+        } else {
+            usable = false;
+        }
+    }
+    if (usable) update_row(rel, tool, &tuple, deltas);
+    ReleaseBuffer(buffer);
+    return usable;
+}
+
 // Adds deltas to the row of (tool, slot) in place; false when there is no such row.
 // SnapshotSelf finds the newest committed version (and this transaction's own, if
 // flush_counters() already wrote it): counters only ever add, so the update applies
 // to whatever the row holds now, whatever the isolation level.
-bool add_in_place(Relation rel, Relation index, const AttrNumber* columns, const char* tool, int32 slot,
-                  const int64* deltas) {
+bool add_in_place(Relation rel, Relation index, const char* tool, int32 slot, const int64* deltas) {
+    if (add_at_remembered(rel, tool, slot, deltas)) return true;
     ScanKeyData keys[2];
     ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
                            CStringGetTextDatum(tool));
@@ -114,24 +244,10 @@ bool add_in_place(Relation rel, Relation index, const AttrNumber* columns, const
     TupleTableSlot* found = table_slot_create(rel, nullptr);
     const bool exists = index_getnext_slot(scan, ForwardScanDirection, found);
     if (exists) {
-        const TupleDesc desc = RelationGetDescr(rel);
         bool should_free = false;
         HeapTuple old = ExecFetchSlotHeapTuple(found, true, &should_free);
-        Datum* values = static_cast<Datum*>(palloc(desc->natts * sizeof(Datum)));
-        bool* nulls = static_cast<bool*>(palloc(desc->natts * sizeof(bool)));
-        heap_deform_tuple(old, desc, values, nulls);
-        for (int k = 0; k < kCounterColumns; ++k) {
-            const int i = columns[k] - 1;
-            if (nulls[i]) elog(ERROR, "opledger: counters column %s is null", kCounterNames[k]);
-            values[i] = Int64GetDatum(DatumGetInt64(values[i]) + deltas[k]);
-        }
-        HeapTuple updated = heap_form_tuple(desc, values, nulls);
-        // simple_heap_update plus the index entry when the update could not be HOT.
-        CatalogTupleUpdate(rel, &old->t_self, updated);
-        heap_freetuple(updated);
+        update_row(rel, tool, old, deltas);
         if (should_free) heap_freetuple(old);
-        pfree(values);
-        pfree(nulls);
     }
     ExecDropSingleTupleTableSlot(found);
     index_endscan(scan);
@@ -175,9 +291,9 @@ void flush() {
         }
     }
 
-    // The extension may have been dropped later in this same transaction: nothing to count into.
-    const Oid schema = get_namespace_oid("opledger", true);
-    if (!OidIsValid(schema) || !OidIsValid(get_relname_relid("counters", schema))) return;
+    // The extension may have been dropped later in this same transaction: nothing to
+    // count into (the drop's invalidation reached forget_table at its command end).
+    if (!table_info.known && !learn_table()) return;
 
     Oid saved_user = InvalidOid;
     int saved_context = 0;
@@ -190,20 +306,13 @@ void flush() {
     // Rows this transaction wrote earlier (flush_counters() in this same statement)
     // must belong to an earlier command for heap_update to take them.
     CommandCounterIncrement();
-    const Oid counters = get_relname_relid("counters", schema);
-    Relation rel = table_open(counters, RowExclusiveLock);
-    const Oid primary_key = RelationGetPrimaryKeyIndex(rel);
-    Relation index = OidIsValid(primary_key) ? index_open(primary_key, RowExclusiveLock) : nullptr;
-    AttrNumber columns[kCounterColumns];  // attribute numbers of the delta columns
-    for (int k = 0; k < kCounterColumns; ++k) {
-        columns[k] = static_cast<AttrNumber>(attnameAttNum(rel, kCounterNames[k], false));
-        if (columns[k] <= 0) elog(ERROR, "opledger: counters column %s is missing", kCounterNames[k]);
-    }
+    Relation rel = table_open(table_info.relid, RowExclusiveLock);
+    Relation index = OidIsValid(table_info.primary_key) ? index_open(table_info.primary_key, RowExclusiveLock) : nullptr;
     bool connected = false;
     for (int i = 0; i < work->count; ++i) {
         const Entry& e = work->entries[i];
         if (e.tool == nullptr || all_zero(e.deltas)) continue;
-        if (index != nullptr && add_in_place(rel, index, columns, e.tool, MyBackendId, e.deltas)) continue;
+        if (index != nullptr && add_in_place(rel, index, e.tool, MyBackendId, e.deltas)) continue;
         if (!connected) {
             if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "opledger: SPI_connect failed while writing counters");
             connected = true;

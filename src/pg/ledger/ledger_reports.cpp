@@ -13,6 +13,7 @@
 #include "core/jcs.hpp"
 #include "pg/boundary.hpp"
 #include "pg/jsonb_reader.hpp"
+#include "pg/ledger/event_log.hpp"
 #include "pg/ledger/ledger_counters.hpp"
 #include "pg/ledger/ledger_gucs.hpp"
 #include "pg/ledger/ledger_row.hpp"
@@ -40,9 +41,9 @@ namespace {
 // ---------------------------------------------------------------------------
 // Reports: op_succeed, op_fail, op_mark_unknown, op_resolve, op_approve
 
-// op_succeed's common case, one statement: the current attempt of a pending
-// operation succeeds. The SQL (succeed_pending) writes what the locked path below
-// writes for that case; nothing when the operation is in any other state.
+// op_succeed's common case, one statement and its event: the current attempt of a
+// pending operation succeeds. It writes what the locked path below writes for that
+// case; nothing when the operation is in any other state.
 std::optional<Datum> succeed_pending(Datum operation_id, const Value& result, std::optional<int> attempt,
                                      const Value& provider_ref, TupleDesc desc, TimestampTz now) {
     Datum values[6] = {operation_id, result.datum, provider_ref.datum, TimestampTzGetDatum(now),
@@ -55,6 +56,17 @@ std::optional<Datum> succeed_pending(Datum operation_id, const Value& result, st
     row.operation_id = Value::of(operation_id);
     row.tool = text_to_string(returned_column(w, "tool").datum);
     row.status = Status::succeeded;
+    row.attempt = DatumGetInt32(returned_column(w, "attempt").datum);
+    EventRecord event;
+    event.operation_id = operation_id;
+    event.at = now;
+    event.kind = "succeed";
+    event.status_before = Status::pending;
+    event.status_after = Status::succeeded;
+    event.attempt = row.attempt;
+    event.provider_ref = provider_ref;
+    event.detail = jsonb_with(jsonb_with_number(Value{}, "reported_attempt", row.attempt), "result", result);
+    append_event(event);
     Change change;
     change.successes = 1;
     add_counters(row.tool, Status::pending, Status::succeeded, change);

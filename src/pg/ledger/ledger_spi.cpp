@@ -50,41 +50,31 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
     {"SELECT " OPLEDGER_ROW_COLUMNS " FROM opledger.operations WHERE operation_id = $1 FOR UPDATE", 1,
      {TEXTOID}},
     // begin_row: op_begin in one statement for the two common cases. A new ID is
-    // inserted with its event ("inserted"); an existing ID in a final state whose tool
-    // and fingerprint match is answered from an unlocked read plus its event
-    // ("answered": final states never change, so replays of hot IDs do not queue on
-    // the row lock). Any other existing row is returned as "existing" for the locked
-    // path; no row at all means the ID was created concurrently after this
-    // statement's snapshot (the locked path then finds it).
+    // inserted ("inserted"); an existing ID in a final state whose tool and
+    // fingerprint match is answered from an unlocked read ("answered": final states
+    // never change, so replays of hot IDs do not queue on the row lock). Any other
+    // existing row is returned as "existing" for the locked path; no row at all means
+    // the ID was created concurrently after this statement's snapshot (the locked
+    // path then finds it). The caller writes the event (event_log.hpp).
     {"WITH i AS ("
      "  INSERT INTO opledger.operations AS o (operation_id, conversation_id, tool, args, args_hash, "
      "      fingerprint_alg, status, attempt, lease_owner, lease_expires_at, created_at, updated_at) "
      "  VALUES ($1, $2, $3, $4, $5, $6, $7::opledger.op_status, $8, $9, $10, $11, $11) "
      "  ON CONFLICT (operation_id) DO NOTHING "
      "  RETURNING " OPLEDGER_ROW_COLUMNS_O
-     "), ie AS ("
-     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker) "
-     "  SELECT i.operation_id, $11, 'begin', $12, NULL, $7::opledger.op_status, $8, $13 FROM i"
-     "), x AS ("
-     "  SELECT " OPLEDGER_ROW_COLUMNS_O ", "
-     "      (o.status IN ('succeeded'::opledger.op_status, 'failed'::opledger.op_status) "
-     "       AND o.tool = $3 AND o.args_hash = $5 AND o.fingerprint_alg = $6) AS answerable "
-     "  FROM opledger.operations AS o "
-     "  WHERE o.operation_id = $1 AND NOT EXISTS (SELECT 1 FROM i)"
-     "), xe AS ("
-     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker) "
-     "  SELECT x.operation_id, $11, 'begin', CASE WHEN x.status = 'succeeded' THEN 'replay' ELSE 'failed' END, "
-     "      x.status::opledger.op_status, x.status::opledger.op_status, x.attempt, $13 "
-     "  FROM x WHERE x.answerable"
      ") SELECT " OPLEDGER_ROW_COLUMNS ", 'inserted'::pg_catalog.text FROM i "
      "UNION ALL "
-     "SELECT " OPLEDGER_ROW_COLUMNS ", CASE WHEN x.answerable THEN 'answered' ELSE 'existing' END FROM x",
-     13,
+     "SELECT " OPLEDGER_ROW_COLUMNS_O ", "
+     "    CASE WHEN o.status IN ('succeeded'::opledger.op_status, 'failed'::opledger.op_status) "
+     "          AND o.tool = $3 AND o.args_hash = $5 AND o.fingerprint_alg = $6 "
+     "         THEN 'answered' ELSE 'existing' END "
+     "FROM opledger.operations AS o "
+     "WHERE o.operation_id = $1 AND NOT EXISTS (SELECT 1 FROM i)",
+     11,
      {TEXTOID, TEXTOID, TEXTOID, JSONBOID, BYTEAOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
-      TIMESTAMPTZOID, TEXTOID, TEXTOID}},
-    // write_row
-    {"WITH u AS ("
-     "  UPDATE opledger.operations AS o SET "
+      TIMESTAMPTZOID}},
+    // write_row: any transition of a locked operation (the caller writes its event)
+    {"UPDATE opledger.operations AS o SET "
      "    status = $2::opledger.op_status, attempt = $3, lease_owner = $4, lease_expires_at = $5, "
      "    retry_after = $6, "
      "    result = CASE WHEN $7 THEN $8 ELSE o.result END, "
@@ -95,49 +85,32 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
      "    claim_owner = $21, claim_expires_at = $22, "
      "    late_successes = o.late_successes + $23, duplicate_effects = o.duplicate_effects + $24, "
      "    manual_interventions = o.manual_interventions + $25 "
-     "  WHERE o.operation_id = $1 "
-     "  RETURNING o.*"
-     "), e AS ("
-     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, "
-     "      worker, provider_ref, detail) "
-     "  SELECT u.operation_id, $12, $26, $27, $28::opledger.op_status, u.status, u.attempt, $29, $30, "
-     "      CASE WHEN $32 IS NULL THEN $31 "
-     "           ELSE pg_catalog.jsonb_concat(COALESCE($31, '{}'::pg_catalog.jsonb), "
-     "                                        pg_catalog.jsonb_build_object($32, $33)) END "
-     "  FROM u"
-     ") SELECT * FROM u",
-     33,
+     "WHERE o.operation_id = $1 "
+     "RETURNING o.*",
+     25,
      {TEXTOID,        TEXTOID,        INT4OID,        TEXTOID,        TIMESTAMPTZOID, TIMESTAMPTZOID, BOOLOID,
       JSONBOID,       BOOLOID,        JSONBOID,       TEXTOID,        TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,
       TIMESTAMPTZOID, TEXTOID,        TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID,        TEXTOID,        TEXTOID,
-      TIMESTAMPTZOID, INT4OID,        INT4OID,        INT4OID,        TEXTOID,        TEXTOID,        TEXTOID,
-      TEXTOID,        TEXTOID,        JSONBOID,       TEXTOID,        JSONBOID}},
+      TIMESTAMPTZOID, INT4OID,        INT4OID,        INT4OID}},
     // succeed_pending: op_succeed's common case in one statement, the transition
     // pending -> succeeded of the current attempt (exactly what op_succeed's locked
-    // path writes for it, event included). No row: the locked path decides.
+    // path writes for it; the caller writes the event). No row: the locked path decides.
     // The status comes as a parameter ($6 = 'pending'): written as a constant, the
     // generic plan may choose the partial index on pending operations (its predicate
     // is implied) and scan every pending entry, dead ones included, for one ID.
-    {"WITH u AS ("
-     "  UPDATE opledger.operations AS o SET "
+    {"UPDATE opledger.operations AS o SET "
      "    status = 'succeeded'::opledger.op_status, result = $2, error = NULL, "
      "    provider_ref = COALESCE($3, o.provider_ref), finished_at = $4, updated_at = $4, "
      "    lease_expires_at = NULL, retry_after = NULL, claim_owner = NULL, claim_expires_at = NULL "
-     "  WHERE o.operation_id = $1 AND o.status = $6::opledger.op_status "
-     "    AND ($5 IS NULL OR o.attempt = $5) "
-     "  RETURNING o.*"
-     "), e AS ("
-     "  INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, "
-     "      worker, provider_ref, detail) "
-     "  SELECT u.operation_id, $4, 'succeed', NULL, 'pending'::opledger.op_status, u.status, u.attempt, NULL, $3, "
-     "      pg_catalog.jsonb_build_object('reported_attempt', u.attempt, 'result', $2) "
-     "  FROM u"
-     ") SELECT * FROM u",
+     "WHERE o.operation_id = $1 AND o.status = $6::opledger.op_status "
+     "  AND ($5 IS NULL OR o.attempt = $5) "
+     "RETURNING o.*",
      6, {TEXTOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, INT4OID, TEXTOID}},
-    // insert_event: a call that changed nothing but is audited (op_begin answers)
-    {"INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker, detail) "
-     "VALUES ($1, $2, $3, $4, $5::opledger.op_status, $5::opledger.op_status, $6, $7, $8)",
-     8, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, JSONBOID}},
+    // insert_event: an event written through SQL (event_log.cpp says when)
+    {"INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker, "
+     "    provider_ref, detail) "
+     "VALUES ($1, $2, $3, $4, $5::opledger.op_status, $6::opledger.op_status, $7, $8, $9, $10)",
+     10, {TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, JSONBOID}},
     // sweep_candidates
     {"SELECT " OPLEDGER_ROW_COLUMNS " FROM opledger.operations "
      "WHERE status = 'pending'::opledger.op_status AND lease_expires_at <= $1 "

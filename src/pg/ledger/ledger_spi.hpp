@@ -29,9 +29,9 @@ enum class PlanId : int {
     hmac_key_create,  // create it when missing
     lock_row,         // SELECT ... FOR UPDATE of one operation
     begin_row,        // op_begin's insert-or-answer statement (see ledger_spi.cpp)
-    write_row,        // any transition of a locked operation + its event
+    write_row,        // any transition of a locked operation
     succeed_pending,  // op_succeed of the current attempt of a pending operation
-    insert_event,     // an audited call that changed nothing
+    insert_event,     // an event row through SQL (see event_log.hpp)
     sweep_candidates,
     claim_candidates,
     count_

@@ -11,6 +11,7 @@
 #include "core/jcs.hpp"
 #include "pg/boundary.hpp"
 #include "pg/jsonb_reader.hpp"
+#include "pg/ledger/event_log.hpp"
 #include "pg/ledger/ledger_counters.hpp"
 #include "pg/ledger/ledger_gucs.hpp"
 #include "pg/ledger/ledger_row.hpp"
@@ -335,12 +336,8 @@ void add_counters(const std::string& tool, Status before, Status after, const Ch
 
 Written write(const Row& row, Status before, const Change& change, TimestampTz now) {
     const Datum status_text = string_to_text(status_name(row.status));
-    const Datum before_text = string_to_text(status_name(before));
-    const Datum kind_text = string_to_text(change.kind);
-    const Value decision = change.decision ? Value::of(string_to_text(change.decision)) : Value{};
-    const Value payload_key = change.payload_key ? Value::of(string_to_text(change.payload_key)) : Value{};
 
-    constexpr int n = 33;
+    constexpr int n = 25;
     Datum values[n];
     char nulls[n];
     auto set = [&](int param, const Value& v) {
@@ -375,19 +372,24 @@ Written write(const Row& row, Status before, const Change& change, TimestampTz n
     set_int(23, change.late_successes);
     set_int(24, change.duplicate_effects);
     set_int(25, change.manual);
-    set(26, Value::of(kind_text));
-    set(27, decision);
-    set(28, Value::of(before_text));
-    set(29, change.worker);
-    set(30, change.provider_ref);
-    set(31, change.detail);
-    set(32, payload_key);
-    set(33, change.payload);
 
     execute(PlanId::write_row, values, nulls, 0);
     if (SPI_processed != 1)
         throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the locked operation row was not updated");
     Written written{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};
+
+    EventRecord event;
+    event.operation_id = row.operation_id.datum;
+    event.at = now;
+    event.kind = change.kind;
+    event.decision = change.decision;
+    event.status_before = before;
+    event.status_after = row.status;
+    event.attempt = row.attempt;
+    event.worker = change.worker;
+    event.provider_ref = change.provider_ref;
+    event.detail = change.payload_key ? jsonb_with(change.detail, change.payload_key, change.payload) : change.detail;
+    append_event(event);
 
     if (change.counters) add_counters(row.tool, before, row.status, change);
     if (ledger_notify && before == Status::pending && row.status != Status::pending) notify(row);

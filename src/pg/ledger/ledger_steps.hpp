@@ -4,8 +4,8 @@
 // transition (row + event + counters), and returning rows to SQL.
 //
 // Every op_* call: validate arguments (nothing touched yet), lock the operation row
-// (SELECT ... FOR UPDATE), decide in C++, then write the row and its event in one
-// statement (a data-modifying CTE), and return; counter deltas are kept in memory
+// (SELECT ... FOR UPDATE), decide in C++, then write the row (one UPDATE) and its
+// event (event_log.hpp), and return; counter deltas are kept in memory
 // and written once per transaction (ledger_counters.cpp). Errors are raised before
 // the write, and the caller's transaction (or statement) rolls back anything else,
 // so every error leaves the ledger as it was. Nothing here commits.

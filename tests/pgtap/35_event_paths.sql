@@ -1,0 +1,106 @@
+-- Events are written by direct table access while opledger.events is the plain table
+-- the extension created, and through SQL as soon as something on the table would be
+-- skipped by a direct insert (src/pg/ledger/event_log.hpp). Both paths must write the
+-- same rows, and the SQL path must honour what made it necessary.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS opledger;
+SELECT plan(12);
+
+SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
+
+-- One scripted history per path: new, replay, success with a result, failure with an
+-- error, unknown, resolution, a rejected reuse answered from a final state.
+CREATE FUNCTION pg_temp.history(p text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM opledger.op_begin(p || '-a', 'ep', '{"x":1}', worker => 'w1');
+    PERFORM opledger.op_succeed(p || '-a', '{"ok":true,"n":[1,2]}', provider_ref => 'prov-1');
+    PERFORM opledger.op_begin(p || '-a', 'ep', '{"x":1}', worker => 'w2');
+    PERFORM opledger.op_begin(p || '-b', 'ep', '{"y":"z"}');
+    PERFORM opledger.op_succeed(p || '-b', '42');
+    PERFORM opledger.op_begin(p || '-c', 'ep', '{}', worker => 'w1');
+    PERFORM opledger.op_fail(p || '-c', '{"code":"E1"}', retryable => true);
+    PERFORM opledger.op_begin(p || '-c', 'ep', '{}', worker => 'w1');
+    PERFORM opledger.op_mark_unknown(p || '-c', '{"timeout":true}');
+    PERFORM opledger.op_resolve(p || '-c', 'applied', '{"found":1}', resolver => 'ops', manual => true);
+    PERFORM opledger.op_begin(p || '-c', 'ep', '{}');
+END $$;
+
+-- The events of one history, with the history's prefix and the wall-clock columns
+-- taken out, in order.
+CREATE FUNCTION pg_temp.trail(p text) RETURNS TABLE (n bigint, line text) LANGUAGE sql AS $$
+    SELECT row_number() OVER (ORDER BY event_id),
+           concat_ws('|', substr(operation_id, length(p) + 1), kind, decision, status_before, status_after, attempt,
+                     worker, provider_ref, detail::text)
+      FROM opledger.events WHERE operation_id LIKE p || '-%'
+$$;
+
+SELECT pg_temp.history('direct');
+SELECT is((SELECT count(*) FROM pg_temp.trail('direct')), 11::bigint, 'the direct path wrote one event per call');
+
+-- An AFTER INSERT trigger on events: a direct insert would not fire it.
+CREATE TABLE pg_temp.seen (operation_id text);
+CREATE FUNCTION pg_temp.note_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO pg_temp.seen VALUES (NEW.operation_id); RETURN NULL; END $$;
+CREATE TRIGGER note_event AFTER INSERT ON opledger.events FOR EACH ROW EXECUTE FUNCTION pg_temp.note_event();
+
+SELECT pg_temp.history('sql');
+SELECT is((SELECT count(*) FROM pg_temp.seen WHERE operation_id LIKE 'sql-%'), 11::bigint,
+          'with an insert trigger every event goes through SQL (the trigger saw all 11)');
+SELECT is((SELECT array_agg(line ORDER BY n) FROM pg_temp.trail('sql')),
+          (SELECT array_agg(line ORDER BY n) FROM pg_temp.trail('direct')),
+          'both paths write the same events');
+
+DROP TRIGGER note_event ON opledger.events;
+SELECT pg_temp.history('again');
+SELECT is((SELECT array_agg(line ORDER BY n) FROM pg_temp.trail('again')),
+          (SELECT array_agg(line ORDER BY n) FROM pg_temp.trail('direct')),
+          'back on the direct path after the trigger was dropped, same events');
+
+-- A CHECK constraint added by an operator is enforced (the SQL path), and the call
+-- that violates it leaves the ledger as it was.
+ALTER TABLE opledger.events ADD CONSTRAINT no_blocked_worker CHECK (worker IS DISTINCT FROM 'blocked');
+SELECT throws_ok($$SELECT opledger.op_begin('chk-1', 'ep', '{}', worker => 'blocked')$$, '23514', NULL,
+                 'a CHECK constraint on events is enforced');
+SELECT is((SELECT count(*) FROM opledger.operations WHERE operation_id = 'chk-1'), 0::bigint,
+          'and the rejected call wrote no operation');
+SELECT is((SELECT decision FROM opledger.op_begin('chk-2', 'ep', '{}', worker => 'fine')), 'execute',
+          'other calls still work under the constraint');
+ALTER TABLE opledger.events DROP CONSTRAINT no_blocked_worker;
+
+-- An expression index on events is maintained (the SQL path): an index scan finds the event.
+CREATE INDEX events_kind_lower ON opledger.events (lower(kind), operation_id);
+SELECT opledger.op_begin('expr-1', 'ep', '{}');
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SELECT is((SELECT count(*) FROM opledger.events WHERE lower(kind) = 'begin' AND operation_id = 'expr-1'), 1::bigint,
+          'an expression index on events has the new event');
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP INDEX opledger.events_kind_lower;
+
+-- Counters remember where this backend's row was written, as a hint only: after an
+-- operator rewrote the row (a newer version elsewhere) or deleted it, the next
+-- writes must still land exactly once.
+SELECT opledger.op_begin('cnt-1', 'ep', '{}');
+SELECT opledger.flush_counters();
+SELECT (SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep') AS begins_before \gset
+UPDATE opledger.counters SET begins = begins WHERE tool = 'ep';
+SELECT opledger.op_begin('cnt-2', 'ep', '{}');
+SELECT opledger.flush_counters();
+SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), (:begins_before + 1)::numeric,
+          'a row rewritten by someone else: the next write adds exactly once');
+DELETE FROM opledger.counters WHERE tool = 'ep';
+SELECT opledger.op_begin('cnt-3', 'ep', '{}');
+SELECT opledger.flush_counters();
+SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), 1::numeric,
+          'a deleted row: the next write creates it again with its delta');
+SELECT opledger.op_begin('cnt-4', 'ep', '{}');
+SELECT opledger.flush_counters();
+SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), 2::numeric,
+          'and the following write adds to that new row');
+SELECT is((SELECT count(*) FROM opledger.counters WHERE tool = 'ep'), 1::bigint,
+          'one row for this backend''s slot, not a second one');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -9,6 +9,7 @@
 #include "core/output_sink.hpp"
 #include "core/sha256_blocks.hpp"
 #include "core/sha256_ni.hpp"
+#include "core/sha256_stream.hpp"
 #include "test_helpers.hpp"
 
 namespace opledger::core::test {
@@ -95,6 +96,31 @@ TEST(ShaNi, CompressMatchesOpenSslOnAllLengths) {
             ASSERT_EQ(digest.finish(data.data() + done, n - done), sha256(data)) << n << " " << per_handover;
         }
     }
+#endif
+}
+
+// A message longer than 2^32 bits: the bit count that import_state keeps must carry
+// into OpenSSL's high word (Nh) exactly as SHA256_Update's own counting does.
+TEST(ShaNi, BitCountCarriesPast512MiB) {
+    if (!sha_ni::available()) GTEST_SKIP() << "no SHA-NI on this CPU";
+#if defined(OPLEDGER_HAVE_SHA_NI)
+    const std::string chunk = random_bytes(1 << 20, 99);  // 1 MiB, repeated
+    const std::string tail = "and 37 more bytes after all of that..";
+    const std::size_t repeats = 513;                        // 513 MiB: 2^32 bits are 512 MiB
+    detail::Sha256Stream reference;  // EVP, counting for itself
+    Sha256Blocks digest;
+    for (std::size_t r = 0; r < repeats; ++r) {
+        reference.update(chunk.data(), chunk.size());
+        std::uint32_t h[8];
+        digest.export_state(h);
+        sha_ni::State state = sha_ni::load_state(h);
+        const std::size_t blocks = chunk.size() / Sha256Blocks::kBlockBytes;
+        for (std::size_t b = 0; b < blocks; ++b) sha_ni::compress(state, chunk.data() + b * Sha256Blocks::kBlockBytes);
+        sha_ni::store_state(state, h);
+        digest.import_state(h, blocks);
+    }
+    reference.update(tail.data(), tail.size());
+    EXPECT_EQ(digest.finish(tail.data(), tail.size()), reference.finish());
 #endif
 }
 

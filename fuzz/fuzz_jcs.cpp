@@ -7,7 +7,9 @@
 //  * the workspace path (one Workspace reused across all inputs, write-only parse that
 //    keeps canonical escapes verbatim) gives the same bytes and errors as the Document
 //    path, and its streamed hash equals SHA-256 of the materialised canonical form
-//    (with the SSE2 string scan on odd-sized inputs and the CPU's best one on even).
+//    (with the SSE2 string scan on odd-sized inputs and the CPU's best one on even;
+//    hashed block by block with SHA-NI while writing where the CPU has it, except for
+//    sizes with bit 1 set, which hash at buffer flushes through OpenSSL only).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 
 #include "core/document_impl.hpp"
 #include "core/jcs.hpp"
+#include "core/sha256_ni.hpp"
 #include "core/string_scan.hpp"
 #include "core/workspace_impl.hpp"
 
@@ -93,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // Odd sizes run the workspace path with the SSE2 string scan, even ones with the
     // best one for this CPU: both must match the Document path.
     detail::use_portable_string_scan_for_testing((size & 1) != 0);
+    detail::sha_ni::disable_for_testing((size & 2) != 0);
     const WorkspaceResult via_workspace = run_workspace(text, limits);
     try {
         const Document document = parse_json_text(text, limits);

@@ -5,6 +5,7 @@
 
 #include "core/document_impl.hpp"
 #include "core/pointer_impl.hpp"
+#include "core/sha256_stream.hpp"
 #include "core/utf16_order.hpp"
 #include "core/workspace_impl.hpp"
 

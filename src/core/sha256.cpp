@@ -10,7 +10,7 @@
 #include "core/jcs.hpp"
 #include "core/no_postgres.hpp"
 #include "core/openssl_util.hpp"
-#include "core/workspace_impl.hpp"
+#include "core/sha256_stream.hpp"
 
 namespace opledger::core {
 namespace {
@@ -74,7 +74,7 @@ namespace opledger::core::detail {
 
 // Without a kept context, one is created per digest: EVP_Digest (the one-shot sha256
 // above) does the same internally, and nothing outlives the call.
-Sha256Stream::Sha256Stream() : context_(EVP_MD_CTX_new()), owned_(true) {
+Sha256Stream::Sha256Stream() : context_(EVP_MD_CTX_new()) {
     if (!context_) throw_openssl_error("EVP_MD_CTX_new");
     if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), sha256_algorithm(), nullptr) != 1) {
         EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_));
@@ -82,24 +82,7 @@ Sha256Stream::Sha256Stream() : context_(EVP_MD_CTX_new()), owned_(true) {
     }
 }
 
-// Re-initialising a context that already holds SHA-256 keeps its provider state, so
-// a reused context costs no allocation. A digest abandoned by an exception is simply
-// started over by the next EVP_DigestInit_ex.
-Sha256Stream::Sha256Stream(void*& kept_context) : owned_(false) {
-    if (!kept_context) {
-        kept_context = EVP_MD_CTX_new();
-        if (!kept_context) throw_openssl_error("EVP_MD_CTX_new");
-    }
-    context_ = kept_context;
-    if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), sha256_algorithm(), nullptr) != 1)
-        throw_openssl_error("EVP_DigestInit_ex(SHA-256)");
-}
-
-Sha256Stream::~Sha256Stream() {
-    if (owned_) EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_));
-}
-
-void free_sha256_context(void* context) noexcept { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context)); }
+Sha256Stream::~Sha256Stream() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_)); }
 
 void Sha256Stream::update(const char* data, std::size_t size) {
     if (EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(context_), data, size) != 1)

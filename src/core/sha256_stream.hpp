@@ -12,10 +12,6 @@ namespace opledger::core::detail {
 class Sha256Stream {
 public:
     Sha256Stream();
-    // Uses (and on first use creates) a context kept by the caller, e.g. a Workspace:
-    // creating and freeing an EVP context per digest is two allocations plus provider
-    // set-up, a visible share of hashing a few KB. Free it with free_sha256_context.
-    explicit Sha256Stream(void*& kept_context);
     ~Sha256Stream();
     Sha256Stream(const Sha256Stream&) = delete;
     Sha256Stream& operator=(const Sha256Stream&) = delete;
@@ -27,9 +23,6 @@ public:
 
 private:
     void* context_;  // EVP_MD_CTX, kept opaque so OpenSSL headers stay in sha256.cpp
-    bool owned_;
 };
-
-void free_sha256_context(void* context) noexcept;
 
 }  // namespace opledger::core::detail

@@ -84,10 +84,17 @@ std::string canonicalize_text(std::string_view text, const ParseLimits& limits) 
     return out;
 }
 
+// The sink in block mode: the writer hashes the canonical output while writing it
+// (SHA-NI, a quarter block per member; see write_plain), so hashing and writing
+// overlap; without SHA-NI the sink hashes whole blocks at each flush (OpenSSL).
 Sha256Digest canonical_sha256_text(std::string_view text, const ParseLimits& limits, Workspace& workspace) {
-    detail::Sha256Stream digest(workspace.impl_->sha256_context);
-    canonicalize_into(text, limits, *workspace.impl_, detail::Sha256Stream::consume, &digest);
-    return digest.finish();
+    Workspace::Impl& ws = *workspace.impl_;
+    detail::parse_text_into(ws.doc, text, limits, ws.parse_stack, detail::ParseMode::write_only);
+    ws.sha256_blocks.start();
+    char* chunk = ws.chunk_for(std::max(text.size(), detail::OutputSink::kMinBlockCapacity));
+    detail::OutputSink sink(chunk, ws.chunk_size, ws.sha256_blocks);
+    detail::write_document(ws.doc, sink, ws.write_stack, nullptr, nullptr);
+    return sink.finish_blocks();
 }
 
 }  // namespace opledger::core

@@ -1,7 +1,6 @@
 // Private pieces shared by the parser, the writer and Workspace: the explicit
 // stacks that keep parsing and writing iterative, and the workspace that owns
-// reusable buffers for all of them (every buffer from the caller's memory_resource;
-// only the small SHA-256 context it keeps is OpenSSL's own allocation).
+// reusable buffers for all of them (every buffer from the caller's memory_resource).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +14,7 @@
 #include "core/no_postgres.hpp"
 #include "core/output_sink.hpp"
 #include "core/pointer_impl.hpp"
-#include "core/sha256_stream.hpp"
+#include "core/sha256_blocks.hpp"
 
 namespace opledger::core::detail {
 
@@ -60,7 +59,6 @@ struct Workspace::Impl {
         : upstream(resource), doc(resource), parse_stack(resource), write_stack(resource) {}
     ~Impl() {
         release_chunk();
-        detail::free_sha256_context(sha256_context);
     }
     Impl(const Impl&) = delete;
     Impl& operator=(const Impl&) = delete;
@@ -88,7 +86,7 @@ struct Workspace::Impl {
     std::pmr::vector<detail::WriteFrame> write_stack;
     char* chunk = nullptr;
     std::size_t chunk_size = 0;
-    void* sha256_context = nullptr;  // EVP_MD_CTX reused by canonical_sha256_text (OpenSSL's allocation)
+    detail::Sha256Blocks sha256_blocks;  // canonical_sha256_text's digest (no allocation)
 };
 
 }  // namespace opledger::core

@@ -23,6 +23,8 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type_d.h"
 #include "commands/async.h"
 #include "funcapi.h"
@@ -31,7 +33,10 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/reltrigger.h"
 #include "utils/tuplestore.h"
 }
 
@@ -216,11 +221,13 @@ BeginOutcome begin_existing(const BeginArgs& call, Row& row, const Policy& polic
     return out;
 }
 
-// Parameters $1..$13 of begin_row: the new operation and its event.
+// Parameters $1..$11 of begin_row and insert_new: the new operation.
 struct NewOperation {
     static constexpr int kParams = 11;
     Datum values[kParams];
     char nulls[kParams];
+    std::string hash;
+    const char* alg;
     const char* decision;
     bool needs_approval;
 };
@@ -229,7 +236,9 @@ NewOperation new_operation(const BeginArgs& call, const Policy& policy, const Fi
                            const core::Document& doc, TimestampTz now) {
     NewOperation op;
     const char* alg = fp.default_alg();
-    const std::string hash = fp.fingerprint(doc, alg);
+    op.alg = alg;
+    op.hash = fp.fingerprint(doc, alg);
+    const std::string& hash = op.hash;
     const Datum stored_args = json_text_to_jsonb(fp.stored_text(doc));
     op.needs_approval = policy.effect == Effect::irreversible;
     op.decision = op.needs_approval ? "needs_approval" : "execute";
@@ -253,11 +262,29 @@ NewOperation new_operation(const BeginArgs& call, const Policy& policy, const Fi
     return op;
 }
 
-// The answer for a row that this call inserted (first row of table), its event and
-// its counters.
-BeginOutcome inserted(const BeginArgs& call, SPITupleTable* table, const NewOperation& op, TimestampTz now) {
+// The operation row as insert_new / begin_row store it for a new ID.
+Row new_row(const BeginArgs& call, const NewOperation& op) {
+    auto param = [&](int number) {
+        return op.nulls[number - 1] == 'n' ? Value{} : Value::of(op.values[number - 1]);
+    };
+    Row row;
+    row.operation_id = param(1);
+    row.tool_datum = param(3);
+    row.tool = call.tool;
+    row.args = param(4);
+    row.args_hash = op.hash;
+    row.fingerprint_alg = op.alg;
+    row.status = op.needs_approval ? Status::awaiting_approval : Status::pending;
+    row.attempt = DatumGetInt32(op.values[7]);
+    row.lease_owner = param(9);
+    row.lease_expires_at = param(10);
+    return row;  // every other column starts NULL (purged: false)
+}
+
+// The answer for a row that this call inserted, its event and its counters.
+BeginOutcome inserted(const BeginArgs& call, Row row, const NewOperation& op, TimestampTz now) {
     BeginOutcome out;
-    out.row = read_row(table, 0);
+    out.row = std::move(row);
     out.decision = op.decision;
     EventRecord event;
     event.operation_id = out.row.operation_id.datum;
@@ -278,19 +305,66 @@ BeginOutcome inserted(const BeginArgs& call, SPITupleTable* table, const NewOper
     return out;
 }
 
-// op_begin's first try, one statement (begin_row): inserts a new ID, or answers a
-// final state from an unlocked read. Nothing when the row lock must decide: a row
-// in another state, or one created concurrently after this statement's snapshot.
+// Whether opledger.operations stores an inserted row exactly as given: no insert
+// trigger or rule that could change it, so insert_new may answer from the values it
+// gave. Worked out once and again after any relcache invalidation.
+enum class Known { unknown, yes, no };
+Known operations_as_given = Known::unknown;
+
+void forget_operations_shape(Datum, Oid) { operations_as_given = Known::unknown; }
+
+bool operations_store_rows_as_given() {
+    if (operations_as_given == Known::unknown) {
+        operations_as_given = pg_call([] {
+            static bool callback_registered = false;
+            if (!callback_registered) {
+                CacheRegisterRelcacheCallback(forget_operations_shape, (Datum)0);
+                callback_registered = true;
+            }
+            const Oid relid = get_relname_relid("operations", get_namespace_oid("opledger", false));
+            if (!OidIsValid(relid)) elog(ERROR, "opledger: table opledger.operations is missing");
+            Relation rel = table_open(relid, AccessShareLock);
+            const TriggerDesc* triggers = rel->trigdesc;
+            const bool changes_rows = rel->rd_rules != nullptr ||
+                                      (triggers != nullptr && (triggers->trig_insert_before_row ||
+                                                               triggers->trig_insert_instead_row));
+            table_close(rel, AccessShareLock);
+            return changes_rows ? Known::no : Known::yes;
+        });
+    }
+    return operations_as_given == Known::yes;
+}
+
+// Whether this backend's last op_begin inserted a new ID. Then the next one first
+// tries insert_new, a plain INSERT ... ON CONFLICT DO NOTHING, and answers from the
+// values it inserted: cheaper than begin_row, which also plans for an existing row
+// (a second scan, a UNION and every column returned). A guess that turns out wrong
+// (the ID exists) costs that one statement before begin_row; workloads of repeats
+// stop guessing after their first repeat.
+bool last_begin_inserted = false;
+
+// op_begin's first try, one statement (begin_row, or insert_new when a new ID is
+// likely): inserts a new ID, or answers a final state from an unlocked read. Nothing
+// when the row lock must decide: a row in another state, or one created
+// concurrently after this statement's snapshot.
 std::optional<BeginOutcome> begin_first(const BeginArgs& call, const Policy& policy, const Fingerprinter& fp,
                                         const core::Document& doc, TimestampTz now) {
     const NewOperation op = new_operation(call, policy, fp, doc, now);
+    if (last_begin_inserted && operations_store_rows_as_given()) {
+        execute(PlanId::insert_new, op.values, op.nulls, 0);
+        if (SPI_processed == 1) return inserted(call, new_row(call, op), op, now);
+    }
     execute(PlanId::begin_row, op.values, op.nulls, 0);
+    last_begin_inserted = false;
     if (SPI_processed == 0) return std::nullopt;
     SPITupleTable* table = SPI_tuptable;
     bool is_null = false;
     constexpr int kKindColumn = c_conversation_id + 1;  // begin_row adds it after the row's columns
     const std::string kind = text_to_string(column(table, 0, kKindColumn, &is_null));
-    if (kind == "inserted") return inserted(call, table, op, now);
+    if (kind == "inserted") {
+        last_begin_inserted = true;
+        return inserted(call, read_row(table, 0), op, now);
+    }
     Row row = read_row(table, 0);
     if (!is_final(row.status)) return std::nullopt;
     BeginOutcome out;

@@ -301,8 +301,6 @@ void flush() {
     // The counters belong to the extension owner; the session user may only hold EXECUTE.
     SetUserIdAndSecContext(work->owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 
-    // At pre-commit no portal holds a snapshot (e.g. extended protocol): take our own.
-    PushActiveSnapshot(GetTransactionSnapshot());
     // Rows this transaction wrote earlier (flush_counters() in this same statement)
     // must belong to an earlier command for heap_update to take them.
     CommandCounterIncrement();
@@ -314,15 +312,21 @@ void flush() {
         if (e.tool == nullptr || all_zero(e.deltas)) continue;
         if (index != nullptr && add_in_place(rel, index, e.tool, MyBackendId, e.deltas)) continue;
         if (!connected) {
+            // At pre-commit no portal holds a snapshot (e.g. extended protocol), and
+            // SQL needs one. The in-place path needs none (SnapshotSelf and heap_update),
+            // so a snapshot, which costs a scan of the proc array, is only taken here.
+            PushActiveSnapshot(GetTransactionSnapshot());
             if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "opledger: SPI_connect failed while writing counters");
             connected = true;
         }
         upsert(e.tool, e.deltas);
     }
-    if (connected) SPI_finish();
+    if (connected) {
+        SPI_finish();
+        PopActiveSnapshot();
+    }
     if (index != nullptr) index_close(index, RowExclusiveLock);
     table_close(rel, RowExclusiveLock);
-    PopActiveSnapshot();
     SetUserIdAndSecContext(saved_user, saved_context);
 }
 

@@ -73,6 +73,15 @@ const PlanSpec kPlans[static_cast<int>(PlanId::count_)] = {
      11,
      {TEXTOID, TEXTOID, TEXTOID, JSONBOID, BYTEAOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
       TIMESTAMPTZOID}},
+    // insert_new: begin_row's insert alone, nothing returned (SPI_processed says
+    // whether the row was new); the caller answers from the values it gave.
+    {"INSERT INTO opledger.operations (operation_id, conversation_id, tool, args, args_hash, "
+     "    fingerprint_alg, status, attempt, lease_owner, lease_expires_at, created_at, updated_at) "
+     "VALUES ($1, $2, $3, $4, $5, $6, $7::opledger.op_status, $8, $9, $10, $11, $11) "
+     "ON CONFLICT (operation_id) DO NOTHING",
+     11,
+     {TEXTOID, TEXTOID, TEXTOID, JSONBOID, BYTEAOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TIMESTAMPTZOID,
+      TIMESTAMPTZOID}},
     // write_row: any transition of a locked operation (the caller writes its event)
     {"UPDATE opledger.operations AS o SET "
      "    status = $2::opledger.op_status, attempt = $3, lease_owner = $4, lease_expires_at = $5, "

@@ -29,6 +29,7 @@ enum class PlanId : int {
     hmac_key_create,  // create it when missing
     lock_row,         // SELECT ... FOR UPDATE of one operation
     begin_row,        // op_begin's insert-or-answer statement (see ledger_spi.cpp)
+    insert_new,       // op_begin's insert of an ID that is probably new
     write_row,        // any transition of a locked operation
     succeed_pending,  // op_succeed of the current attempt of a pending operation
     insert_event,     // an event row through SQL (see event_log.hpp)

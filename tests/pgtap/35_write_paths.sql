@@ -1,11 +1,14 @@
--- Events are written by direct table access while opledger.events is the plain table
--- the extension created, and through SQL as soon as something on the table would be
--- skipped by a direct insert (src/pg/ledger/event_log.hpp). Both paths must write the
--- same rows, and the SQL path must honour what made it necessary.
+-- The ledger's cheaper write paths must write exactly what the general ones write:
+-- * events go by direct table access while opledger.events is the plain table the
+--   extension created, and through SQL as soon as something on the table would be
+--   skipped by a direct insert (src/pg/ledger/event_log.hpp);
+-- * op_begin, after a new ID, guesses the next ID is new too and tries a plain insert
+--   first, answering from the values it gave (insert_new in ledger_begin.cpp);
+-- * counters remember where this backend's row was written.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(12);
+SELECT plan(17);
 
 SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
 
@@ -101,6 +104,33 @@ SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), 2::nume
           'and the following write adds to that new row');
 SELECT is((SELECT count(*) FROM opledger.counters WHERE tool = 'ep'), 1::bigint,
           'one row for this backend''s slot, not a second one');
+
+-- The "new ID" guess: after a new ID, a repeat of a finished one, of a pending one and
+-- of one with other arguments must still be answered from the stored row.
+SELECT opledger.op_begin('g-done', 'ep', '{"v":1}');
+SELECT opledger.op_succeed('g-done', '{"r":7}');
+SELECT opledger.op_begin('g-pending', 'ep', '{}');
+SELECT opledger.op_begin('g-new-1', 'ep', '{}');
+SELECT is((SELECT decision || ':' || result::text FROM opledger.op_begin('g-done', 'ep', '{"v":1}')), 'replay:{"r": 7}',
+          'a guessed-new ID that is finished: replay with the stored result');
+SELECT opledger.op_begin('g-new-2', 'ep', '{}');
+SELECT is((SELECT decision FROM opledger.op_begin('g-pending', 'ep', '{}')), 'in_progress',
+          'a guessed-new ID that is pending: in_progress');
+SELECT opledger.op_begin('g-new-3', 'ep', '{}');
+SELECT throws_ok($$SELECT opledger.op_begin('g-done', 'ep', '{"v":2}')$$, 'OL001', NULL,
+                 'a guessed-new ID used with other arguments: OL001');
+SELECT is((SELECT string_agg(decision, ',' ORDER BY event_id) FROM opledger.events WHERE operation_id = 'g-done'),
+          'execute,replay', 'and exactly one event per answered call');
+
+-- A BEFORE INSERT trigger that changes the row: op_begin must answer what was stored,
+-- so the guess (which answers from the values it gave) is not used.
+CREATE FUNCTION pg_temp.far_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN NEW.lease_expires_at := '2099-01-01 00:00:00+00'; RETURN NEW; END $$;
+CREATE TRIGGER far_lease BEFORE INSERT ON opledger.operations FOR EACH ROW EXECUTE FUNCTION pg_temp.far_lease();
+SELECT opledger.op_begin('t-new-1', 'ep', '{}');
+SELECT is((SELECT lease_expires_at FROM opledger.op_begin('t-new-2', 'ep', '{}')), '2099-01-01 00:00:00+00'::timestamptz,
+          'with a row-changing insert trigger, op_begin answers the stored lease');
+DROP TRIGGER far_lease ON opledger.operations;
 
 SELECT * FROM finish();
 ROLLBACK;

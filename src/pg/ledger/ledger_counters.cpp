@@ -204,6 +204,13 @@ bool add_at_remembered(Relation rel, const char* tool, int32 slot, const int64* 
     // VACUUM may have truncated the table's tail since (if someone else moved the
     // row away): a position past the end would be an error, not a miss.
     if (ItemPointerGetBlockNumber(&row->tid) >= RelationGetNumberOfBlocks(rel)) return false;
+    // Prune the page first, as an index fetch would: each write leaves the previous
+    // version dead on this page, and only pruning makes that room reusable, so the
+    // next version can stay on the page (a HOT update) instead of growing the table.
+    // (Before the fetch: pruning may move tuples within the page.)
+    Buffer page = ReadBuffer(rel, ItemPointerGetBlockNumber(&row->tid));
+    heap_page_prune_opt(rel, page);
+    ReleaseBuffer(page);
     HeapTupleData tuple;
     tuple.t_self = row->tid;
     Buffer buffer = InvalidBuffer;

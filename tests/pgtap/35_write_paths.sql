@@ -8,7 +8,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(17);
+SELECT plan(18);
 
 SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
 
@@ -104,6 +104,17 @@ SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), 2::nume
           'and the following write adds to that new row');
 SELECT is((SELECT count(*) FROM opledger.counters WHERE tool = 'ep'), 1::bigint,
           'one row for this backend''s slot, not a second one');
+-- An expression index on counters: writes go through SQL, which maintains it.
+CREATE INDEX counters_tool_lower ON opledger.counters (lower(tool), slot);
+SELECT opledger.op_begin('cnt-5', 'ep', '{}');
+SELECT opledger.flush_counters();
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SELECT is((SELECT sum(begins) FROM opledger.counters WHERE lower(tool) = 'ep'), 3::numeric,
+          'with an expression index on counters the write lands once and the index finds it');
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP INDEX opledger.counters_tool_lower;
 
 -- The "new ID" guess: after a new ID, a repeat of a finished one, of a pending one and
 -- of one with other arguments must still be answered from the stored row.

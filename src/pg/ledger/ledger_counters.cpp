@@ -9,12 +9,14 @@
 // an aborted transaction writes nothing.
 //
 // The write itself is direct table access, not SQL: the row of (tool, slot) is found
-// through the primary key and updated in place (a HOT update, the table has
-// fillfactor 50). As an SPI UPDATE it was a whole extra statement per transaction
-// (executor start-up, a bitmap heap scan whose start-up asks the kernel for the
-// table's size), 12% of a backend's CPU in the begin+succeed benchmark. Only this
-// backend ever writes its slot's row, so there is nothing to wait for; the first
-// write of a (tool, slot) inserts the row with the SQL upsert below.
+// where this backend wrote it last (or through the primary key) and updated in place
+// (a HOT update, the table has fillfactor 50). As an SPI UPDATE it was a whole extra
+// statement per transaction (executor start-up, a bitmap heap scan whose start-up
+// asks the kernel for the table's size), 12% of a backend's CPU in the begin+succeed
+// benchmark. Only this backend ever writes its slot's row, so there is nothing to
+// wait for; the first write of a (tool, slot) inserts the row with the SQL upsert
+// below, and so does every write while the table carries something a direct update
+// would skip (update triggers, rules, row-level security, an expression index).
 //
 // The callbacks are called by PostgreSQL (C frames): this file holds no C++ object
 // with a destructor and throws nothing, so an ereport may unwind through it.
@@ -26,28 +28,32 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type_d.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "parser/parse_relation.h"
+#include "storage/backendid.h"
+#include "storage/bufmgr.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
-#include "catalog/pg_type_d.h"
-#include "catalog/namespace.h"
-#include "miscadmin.h"
-#include "utils/lsyscache.h"
-#include "nodes/parsenodes.h"
-#include "storage/backendid.h"
-#include "utils/builtins.h"
+#include "utils/reltrigger.h"
 #include "utils/snapmgr.h"
-#include "utils/inval.h"
-#include "access/heapam.h"
-#include "storage/bufmgr.h"
 }
 
 namespace opledger::pg::ledger {
@@ -116,6 +122,7 @@ struct RememberedRow {
 };
 struct CountersTable {
     bool known = false;
+    bool direct = false;  // rows may be updated in place (else: all through SQL)
     Oid relid = InvalidOid;
     Oid primary_key = InvalidOid;
     AttrNumber tool_column = 0, slot_column = 0;
@@ -152,6 +159,23 @@ bool learn_table() {
         t.columns[k] = static_cast<AttrNumber>(attnameAttNum(rel, kCounterNames[k], false));
         if (t.columns[k] <= 0) elog(ERROR, "opledger: counters column %s is missing", kCounterNames[k]);
     }
+    // Direct writes skip triggers, rules and row-level security, and maintain plain
+    // column indexes only; with any of those on the table, every write goes through SQL.
+    const TriggerDesc* triggers = rel->trigdesc;
+    t.direct = rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relrowsecurity && rel->rd_rules == nullptr &&
+               (triggers == nullptr || !(triggers->trig_update_before_row || triggers->trig_update_after_row ||
+                                         triggers->trig_update_before_statement ||
+                                         triggers->trig_update_after_statement));
+    List* indexes = RelationGetIndexList(rel);
+    ListCell* cell;
+    foreach (cell, indexes) {
+        Relation index = index_open(lfirst_oid(cell), AccessShareLock);
+        if (RelationGetIndexExpressions(index) != NIL || RelationGetIndexPredicate(index) != NIL ||
+            !index->rd_index->indimmediate || index->rd_index->indisexclusion)
+            t.direct = false;
+        index_close(index, AccessShareLock);
+    }
+    list_free(indexes);
     table_close(rel, AccessShareLock);
     if (t.tool_column <= 0 || t.slot_column <= 0) elog(ERROR, "opledger: counters columns tool and slot are missing");
     t.known = true;
@@ -175,7 +199,33 @@ void remember_row(const char* tool, ItemPointer tid) {
     row->tid = *tid;
 }
 
+// The index entries of a new version that is not heap-only (what CatalogTupleUpdate
+// adds). learn_table allows direct writes only while every index is on plain columns.
+void insert_index_entries(Relation rel, HeapTuple tuple) {
+    List* indexes = RelationGetIndexList(rel);
+    TupleTableSlot* slot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsHeapTuple);
+    ExecStoreHeapTuple(tuple, slot, false);
+    ListCell* cell;
+    foreach (cell, indexes) {
+        Relation index = index_open(lfirst_oid(cell), RowExclusiveLock);
+        IndexInfo* info = BuildIndexInfo(index);
+        if (info->ii_ReadyForInserts) {
+            Datum values[INDEX_MAX_KEYS];
+            bool isnull[INDEX_MAX_KEYS];
+            FormIndexDatum(info, slot, nullptr, values, isnull);
+            index_insert(index, values, isnull, &tuple->t_self, rel,
+                         index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false, info);
+        }
+        index_close(index, RowExclusiveLock);
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    list_free(indexes);
+}
+
 // Writes old + deltas as the new version of the row and remembers where it went.
+// Nearly every write is a HOT update (fillfactor 50, the page is pruned as it is
+// fetched), which needs no index entry: the primary key's entry is only added, as
+// CatalogTupleUpdate would, when the new version could not stay HOT.
 void update_row(Relation rel, const char* tool, HeapTuple old, const int64* deltas) {
     const TupleDesc desc = RelationGetDescr(rel);
     Datum* values = static_cast<Datum*>(palloc(desc->natts * sizeof(Datum)));
@@ -187,8 +237,8 @@ void update_row(Relation rel, const char* tool, HeapTuple old, const int64* delt
         values[i] = Int64GetDatum(DatumGetInt64(values[i]) + deltas[k]);
     }
     HeapTuple updated = heap_form_tuple(desc, values, nulls);
-    // simple_heap_update plus the index entry when the update could not be HOT.
-    CatalogTupleUpdate(rel, &old->t_self, updated);
+    simple_heap_update(rel, &old->t_self, updated);
+    if (!HeapTupleIsHeapOnly(updated)) insert_index_entries(rel, updated);
     remember_row(tool, &updated->t_self);
     heap_freetuple(updated);
     pfree(values);
@@ -235,12 +285,12 @@ bool add_at_remembered(Relation rel, const char* tool, int32 slot, const int64* 
     return usable;
 }
 
-// Adds deltas to the row of (tool, slot) in place; false when there is no such row.
+// Adds deltas to the row of (tool, slot), found through the primary key, in place;
+// false when there is no such row.
 // SnapshotSelf finds the newest committed version (and this transaction's own, if
 // flush_counters() already wrote it): counters only ever add, so the update applies
 // to whatever the row holds now, whatever the isolation level.
-bool add_in_place(Relation rel, Relation index, const char* tool, int32 slot, const int64* deltas) {
-    if (add_at_remembered(rel, tool, slot, deltas)) return true;
+bool add_through_index(Relation rel, Relation index, const char* tool, int32 slot, const int64* deltas) {
     ScanKeyData keys[2];
     ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
                            CStringGetTextDatum(tool));
@@ -312,12 +362,17 @@ void flush() {
     // must belong to an earlier command for heap_update to take them.
     CommandCounterIncrement();
     Relation rel = table_open(table_info.relid, RowExclusiveLock);
-    Relation index = OidIsValid(table_info.primary_key) ? index_open(table_info.primary_key, RowExclusiveLock) : nullptr;
+    Relation index = nullptr;  // the primary key, opened only when a remembered position misses
     bool connected = false;
     for (int i = 0; i < work->count; ++i) {
         const Entry& e = work->entries[i];
         if (e.tool == nullptr || all_zero(e.deltas)) continue;
-        if (index != nullptr && add_in_place(rel, index, e.tool, MyBackendId, e.deltas)) continue;
+        if (table_info.direct) {
+            if (add_at_remembered(rel, e.tool, MyBackendId, e.deltas)) continue;
+            if (index == nullptr && OidIsValid(table_info.primary_key))
+                index = index_open(table_info.primary_key, RowExclusiveLock);
+            if (index != nullptr && add_through_index(rel, index, e.tool, MyBackendId, e.deltas)) continue;
+        }
         if (!connected) {
             // At pre-commit no portal holds a snapshot (e.g. extended protocol), and
             // SQL needs one. The in-place path needs none (SnapshotSelf and heap_update),

@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "pg/ledger/direct_writes.hpp"
 #include "pg/ledger/ledger_spi.hpp"
 
 extern "C" {
@@ -74,17 +75,6 @@ bool callback_registered = false;
 // table, its sequence or one of its indexes, and recomputing is cheap.
 void forget_events_table(Datum, Oid) { events_table.known = false; }
 
-// Whether an index of events is one CatalogTupleInsert maintains exactly as the
-// executor would: plain columns, no predicate, immediate, no exclusion constraint.
-bool plain_index(Oid index_oid) {
-    Relation index = index_open(index_oid, AccessShareLock);
-    const Form_pg_index form = index->rd_index;
-    const bool plain = form->indisvalid && form->indisready && form->indimmediate && !form->indisexclusion &&
-                       RelationGetIndexExpressions(index) == NIL && RelationGetIndexPredicate(index) == NIL;
-    index_close(index, AccessShareLock);
-    return plain;
-}
-
 // Why events must be written through SQL, or nullptr when direct access is exact.
 const char* reason_for_sql(Relation rel, EventsTable& t) {
     const char* preload = GetConfigOption("shared_preload_libraries", true, false);
@@ -116,11 +106,7 @@ const char* reason_for_sql(Relation rel, EventsTable& t) {
         if (kColumnTypes[k] == InvalidOid) status_type = type;
         t.columns[k] = attno;
     }
-    List* indexes = RelationGetIndexList(rel);
-    ListCell* cell;
-    foreach (cell, indexes) {
-        if (!plain_index(lfirst_oid(cell))) return "it has an index with an expression, predicate or deferred check";
-    }
+    if (!indexes_allow_direct_writes(rel)) return "it has an index with an expression, predicate or deferred check";
     t.sequence = get_relname_relid("events_event_id_seq", RelationGetNamespace(rel));
     if (!OidIsValid(t.sequence)) return "its event_id sequence was renamed";
     for (int s = 0; s < kStatusCount; ++s) {
@@ -206,8 +192,8 @@ void insert_through_sql(const EventRecord& e) {
     execute(PlanId::insert_event, values, nulls, 0);
 }
 
-// A one-pair object {key: value} merged into base; value is jsonb or a JsonbValue.
-Datum object_with(const Value& base, const char* key, const Value* jsonb_value, const JsonbValue* scalar) {
+// base (an object or SQL NULL) with the entries added; see jsonb_with.
+Datum object_with(const Value& base, const DetailEntry* entries, int count) {
     JsonbParseState* state = nullptr;
     pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
     if (!base.null) {
@@ -220,24 +206,28 @@ Datum object_with(const Value& base, const char* key, const Value* jsonb_value, 
             if (token == WJB_KEY || token == WJB_VALUE) pushJsonbValue(&state, token, &v);
         }
     }
-    JsonbValue name;
-    name.type = jbvString;
-    name.val.string.len = static_cast<int>(strlen(key));
-    name.val.string.val = const_cast<char*>(key);
-    pushJsonbValue(&state, WJB_KEY, &name);
-    JsonbValue v;
-    if (scalar != nullptr) {
-        v = *scalar;
-    } else if (jsonb_value->null) {
-        v.type = jbvNull;
-    } else {
-        Jsonb* given = DatumGetJsonbP(jsonb_value->datum);
-        v.type = jbvBinary;  // pushJsonbValue unpacks containers and scalars alike
-        v.val.binary.data = &given->root;
-        v.val.binary.len = static_cast<int>(VARSIZE(given) - VARHDRSZ);
+    for (int i = 0; i < count; ++i) {
+        const DetailEntry& entry = entries[i];
+        JsonbValue name;
+        name.type = jbvString;
+        name.val.string.len = static_cast<int>(strlen(entry.key));
+        name.val.string.val = const_cast<char*>(entry.key);
+        pushJsonbValue(&state, WJB_KEY, &name);
+        JsonbValue v;
+        if (entry.is_number) {
+            v.type = jbvNumeric;
+            v.val.numeric = DatumGetNumeric(DirectFunctionCall1(int8_numeric, Int64GetDatum(entry.number)));
+        } else if (entry.json.null) {
+            v.type = jbvNull;
+        } else {
+            Jsonb* given = DatumGetJsonbP(entry.json.datum);
+            v.type = jbvBinary;  // pushJsonbValue unpacks containers and scalars alike
+            v.val.binary.data = &given->root;
+            v.val.binary.len = static_cast<int>(VARSIZE(given) - VARHDRSZ);
+        }
+        pushJsonbValue(&state, WJB_VALUE, &v);
     }
-    pushJsonbValue(&state, WJB_VALUE, &v);
-    // Duplicate keys keep the last value, so `key` wins over the same key in base.
+    // Duplicate keys keep the last value, so an entry wins over the same key in base.
     JsonbValue* result = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
     return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
@@ -245,27 +235,17 @@ Datum object_with(const Value& base, const char* key, const Value* jsonb_value, 
 }  // namespace
 
 void append_event(const EventRecord& event) {
-    pg_call([&] {
+    const bool inserted = pg_call([&] {
         if (!events_table.known) learn_events_table();
+        if (!events_table.direct) return false;
+        insert_directly(event);
+        return true;
     });
-    if (events_table.direct) {
-        pg_call([&] { insert_directly(event); });
-    } else {
-        insert_through_sql(event);
-    }
+    if (!inserted) insert_through_sql(event);
 }
 
-Value jsonb_with(const Value& base, const char* key, const Value& value) {
-    return Value::of(pg_call([&] { return object_with(base, key, &value, nullptr); }));
-}
-
-Value jsonb_with_number(const Value& base, const char* key, long long value) {
-    return Value::of(pg_call([&] {
-        JsonbValue number;
-        number.type = jbvNumeric;
-        number.val.numeric = DatumGetNumeric(DirectFunctionCall1(int8_numeric, Int64GetDatum(value)));
-        return object_with(base, key, nullptr, &number);
-    }));
+Value jsonb_with(const Value& base, const DetailEntry* entries, int count) {
+    return Value::of(pg_call([&] { return object_with(base, entries, count); }));
 }
 
 }  // namespace opledger::pg::ledger

@@ -42,10 +42,21 @@ struct EventRecord {
 // Writes one event row in the current transaction (call inside an SPI connection).
 void append_event(const EventRecord& event);
 
-// A jsonb object: `base` (an object or SQL NULL) with `key` set to `value` (SQL NULL
-// becomes JSON null), like `coalesce(base, '{}') || jsonb_build_object(key, value)`.
-Value jsonb_with(const Value& base, const char* key, const Value& value);
-// The same with a number value.
-Value jsonb_with_number(const Value& base, const char* key, long long value);
+// One member added to an event detail: a jsonb value (SQL NULL becomes JSON null)
+// or, with is_number, an integer.
+struct DetailEntry {
+    const char* key;
+    Value json;
+    bool is_number = false;
+    long long number = 0;
+};
+
+// A jsonb object: `base` (an object or SQL NULL) with the entries set, in one pass,
+// like `coalesce(base, '{}') || jsonb_build_object(key1, value1, ...)`.
+Value jsonb_with(const Value& base, const DetailEntry* entries, int count);
+inline Value jsonb_with(const Value& base, const char* key, const Value& value) {
+    const DetailEntry entry{key, value};
+    return jsonb_with(base, &entry, 1);
+}
 
 }  // namespace opledger::pg::ledger

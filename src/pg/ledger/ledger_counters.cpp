@@ -24,6 +24,7 @@
 
 #include <cstring>
 
+#include "pg/ledger/direct_writes.hpp"
 #include "pg/ledger/ledger_spi.hpp"
 
 extern "C" {
@@ -166,16 +167,7 @@ bool learn_table() {
                (triggers == nullptr || !(triggers->trig_update_before_row || triggers->trig_update_after_row ||
                                          triggers->trig_update_before_statement ||
                                          triggers->trig_update_after_statement));
-    List* indexes = RelationGetIndexList(rel);
-    ListCell* cell;
-    foreach (cell, indexes) {
-        Relation index = index_open(lfirst_oid(cell), AccessShareLock);
-        if (RelationGetIndexExpressions(index) != NIL || RelationGetIndexPredicate(index) != NIL ||
-            !index->rd_index->indimmediate || index->rd_index->indisexclusion)
-            t.direct = false;
-        index_close(index, AccessShareLock);
-    }
-    list_free(indexes);
+    t.direct = t.direct && indexes_allow_direct_writes(rel);
     table_close(rel, AccessShareLock);
     if (t.tool_column <= 0 || t.slot_column <= 0) elog(ERROR, "opledger: counters columns tool and slot are missing");
     t.known = true;

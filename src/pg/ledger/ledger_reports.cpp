@@ -65,7 +65,8 @@ std::optional<Datum> succeed_pending(Datum operation_id, const Value& result, st
     event.status_after = Status::succeeded;
     event.attempt = row.attempt;
     event.provider_ref = provider_ref;
-    event.detail = jsonb_with(jsonb_with_number(Value{}, "reported_attempt", row.attempt), "result", result);
+    const DetailEntry detail[] = {{"reported_attempt", Value{}, true, row.attempt}, {"result", result}};
+    event.detail = jsonb_with(Value{}, detail, 2);
     append_event(event);
     Change change;
     change.successes = 1;

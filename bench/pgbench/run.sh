@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # opledger ledger benchmark (not part of the test suites).
 #
-#   bench/pgbench/run.sh            throughput ratios (about 2 minutes) + 10M-row scale check (a few minutes)
+#   bench/pgbench/run.sh            throughput ratios (about 4 minutes) + 10M-row scale check (a few minutes)
+#   ROUNDS=6 DURATION=8 bench/pgbench/run.sh  more rounds (even: the sides alternate going first)
 #   SKIP_SCALE=1 bench/pgbench/run.sh        throughput ratios only
 #   SKIP_THROUGHPUT=1 bench/pgbench/run.sh   10M-row scale check only
 #
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 BIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 DURATION=${DURATION:-10}
-ROUNDS=${ROUNDS:-1}
+ROUNDS=${ROUNDS:-2}
 DB=opledger_bench
 export PGOPTIONS="${PGOPTIONS:-}"
 
@@ -40,17 +41,25 @@ echo "# opledger ledger benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, 
 echo "# server: $("$BIN/psql" -X -A -t -d "$DB" -c "SELECT version()" | cut -d' ' -f1-2), synchronous_commit=$("$BIN/psql" -X -A -t -d "$DB" -c "SHOW synchronous_commit")"
 echo
 if [ "${SKIP_THROUGHPUT:-0}" != 1 ]; then
-printf "%-44s %8s %12s %12s %7s\n" "workload" "clients" "opledger/s" "plain/s" "ratio"
+printf "%-44s %8s %12s %12s %7s   %s\n" "workload" "clients" "opledger/s" "plain/s" "ratio" "per round"
 
 run_pair() {  # run_pair <label> <ol script> <plain script> <clients>
-    local ol=0 plain=0 o p
-    for _ in $(seq "$ROUNDS"); do
+    # The two sides take turns going first: the run right after a fresh setup is
+    # slower (an opledger-vs-opledger pair read 0.93-0.99 for the first slot), so a
+    # fixed order would charge that to one side. Use an even ROUNDS.
+    local ol=0 plain=0 o p round rounds=""
+    for round in $(seq "$ROUNDS"); do
         psql_q -f setup.sql >/dev/null 2>&1
-        o=$(tps "$2" "$4"); p=$(tps "$3" "$4")
+        if [ $((round % 2)) -eq 1 ]; then
+            o=$(tps "$2" "$4"); p=$(tps "$3" "$4")
+        else
+            p=$(tps "$3" "$4"); o=$(tps "$2" "$4")
+        fi
+        rounds="$rounds $(ratio "$o" "$p")"
         ol=$(awk -v a="$ol" -v b="$o" 'BEGIN{print a+b}'); plain=$(awk -v a="$plain" -v b="$p" 'BEGIN{print a+b}')
     done
     ol=$(awk -v a="$ol" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}'); plain=$(awk -v a="$plain" -v n="$ROUNDS" 'BEGIN{printf "%.0f", a/n}')
-    printf "%-44s %8s %12s %12s %7s\n" "$1" "$4" "$ol" "$plain" "$(ratio "$ol" "$plain")"
+    printf "%-44s %8s %12s %12s %7s   %s\n" "$1" "$4" "$ol" "$plain" "$(ratio "$ol" "$plain")" "${rounds# }"
 }
 
 run_pair "begin+succeed cycles, fresh IDs" ol_fresh.sql plain_fresh.sql 1

@@ -4,11 +4,13 @@
 --   skipped by a direct insert (src/pg/ledger/event_log.hpp);
 -- * op_begin, after a new ID, guesses the next ID is new too and tries a plain insert
 --   first, answering from the values it gave (insert_new in ledger_begin.cpp);
--- * counters remember where this backend's row was written.
+-- * counters remember where this backend's row was written;
+-- * a report hands back the row its statement returned when that row has the
+--   result's layout, and rebuilds it column by column otherwise (a dropped column).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(18);
+SELECT plan(20);
 
 SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
 
@@ -142,6 +144,25 @@ SELECT opledger.op_begin('t-new-1', 'ep', '{}');
 SELECT is((SELECT lease_expires_at FROM opledger.op_begin('t-new-2', 'ep', '{}')), '2099-01-01 00:00:00+00'::timestamptz,
           'with a row-changing insert trigger, op_begin answers the stored lease');
 DROP TRIGGER far_lease ON opledger.operations;
+
+-- The row a report returns is the stored row, whether it is handed back as the
+-- statement returned it or, with a dropped column in the table (the result type then
+-- has it too), rebuilt column by column.
+CREATE TABLE pg_temp.returned (operation_id text, row_json jsonb);
+SELECT opledger.op_begin('ret-1', 'ep', '{"a":1}', worker => 'w');
+INSERT INTO pg_temp.returned
+SELECT 'ret-1', to_jsonb(r) FROM opledger.op_succeed('ret-1', '{"r":1}', provider_ref => 'p1') AS r;
+ALTER TABLE opledger.operations ADD COLUMN scratch int;
+ALTER TABLE opledger.operations DROP COLUMN scratch;
+SELECT opledger.op_begin('ret-2', 'ep', '{"a":2}', worker => 'w');
+INSERT INTO pg_temp.returned
+SELECT 'ret-2', to_jsonb(r) FROM opledger.op_succeed('ret-2', '{"r":2}', provider_ref => 'p2') AS r;
+SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-1'),
+          (SELECT to_jsonb(o) FROM opledger.operations AS o WHERE operation_id = 'ret-1'),
+          'op_succeed returns the stored row');
+SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-2'),
+          (SELECT to_jsonb(o) FROM opledger.operations AS o WHERE operation_id = 'ret-2'),
+          'with a dropped column in operations, op_succeed still returns the stored row');
 
 SELECT * FROM finish();
 ROLLBACK;

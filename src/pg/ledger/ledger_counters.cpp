@@ -243,20 +243,29 @@ void update_row(Relation rel, const char* tool, HeapTuple old, const int64* delt
 bool add_at_remembered(Relation rel, const char* tool, int32 slot, const int64* deltas) {
     const RememberedRow* row = remembered_row(tool);
     if (row == nullptr) return false;
-    // VACUUM may have truncated the table's tail since (if someone else moved the
-    // row away): a position past the end would be an error, not a miss.
-    if (ItemPointerGetBlockNumber(&row->tid) >= RelationGetNumberOfBlocks(rel)) return false;
+    // The position is only used while its page is in shared buffers. VACUUM may have
+    // truncated the table's tail since (if someone else moved the row away), and a
+    // position past the end would be an error, not a miss; truncation drops the
+    // buffers of the pages it removes, so a page found in shared buffers exists.
+    // Asking the kernel for the table's size instead was a system call per flush.
+    // A page that is not cached is a miss: the primary key decides.
+    const BlockNumber block = ItemPointerGetBlockNumber(&row->tid);
+    const PrefetchBufferResult cached = PrefetchBuffer(rel, MAIN_FORKNUM, block);
+    if (!BufferIsValid(cached.recent_buffer) ||
+        !ReadRecentBuffer(rel->rd_node, MAIN_FORKNUM, block, cached.recent_buffer))
+        return false;
+    const Buffer page = cached.recent_buffer;  // pinned
     // Prune the page first, as an index fetch would: each write leaves the previous
     // version dead on this page, and only pruning makes that room reusable, so the
     // next version can stay on the page (a HOT update) instead of growing the table.
     // (Before the fetch: pruning may move tuples within the page.)
-    Buffer page = ReadBuffer(rel, ItemPointerGetBlockNumber(&row->tid));
     heap_page_prune_opt(rel, page);
-    ReleaseBuffer(page);
     HeapTupleData tuple;
     tuple.t_self = row->tid;
     Buffer buffer = InvalidBuffer;
-    if (!heap_fetch(rel, SnapshotSelf, &tuple, &buffer, false)) return false;
+    const bool found = heap_fetch(rel, SnapshotSelf, &tuple, &buffer, false);
+    ReleaseBuffer(page);  // heap_fetch holds its own pin when it found the row
+    if (!found) return false;
     bool usable = ItemPointerEquals(&tuple.t_self, &tuple.t_data->t_ctid);  // no newer version
     if (usable) {
         bool is_null = false;

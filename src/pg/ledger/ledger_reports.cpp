@@ -54,9 +54,10 @@ std::optional<Datum> succeed_pending(Datum operation_id, const Value& result, st
     const Written w{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};
     Row row;
     row.operation_id = Value::of(operation_id);
-    row.tool = text_to_string(returned_column(w, "tool").datum);
+    static int tool_hint = -1, attempt_hint = -1;  // positions in RETURNING o.*, found on first use
+    row.tool = text_to_string(returned_column(w, "tool", &tool_hint).datum);
     row.status = Status::succeeded;
-    row.attempt = DatumGetInt32(returned_column(w, "attempt").datum);
+    row.attempt = DatumGetInt32(returned_column(w, "attempt", &attempt_hint).datum);
     EventRecord event;
     event.operation_id = operation_id;
     event.at = now;

@@ -399,9 +399,41 @@ Written write(const Row& row, Status before, const Change& change, TimestampTz n
 // ---------------------------------------------------------------------------
 // Returning rows
 
-Value returned_column(const Written& w, const char* name) {
-    const int attno = SPI_fnumber(w.desc, name);
+namespace {
+
+bool column_named(TupleDesc desc, int index_0, const char* name) {
+    return index_0 < desc->natts && !TupleDescAttr(desc, index_0)->attisdropped &&
+           strcmp(NameStr(TupleDescAttr(desc, index_0)->attname), name) == 0;
+}
+
+// The attribute number of `name` in a returned row, looked up first where `*hint`
+// (0-based) says, which is then set to where it was found.
+int returned_attno(TupleDesc desc, const char* name, int* hint) {
+    if (*hint >= 0 && column_named(desc, *hint, name)) return *hint + 1;
+    const int attno = SPI_fnumber(desc, name);
     if (attno <= 0) throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("opledger: column ") + name + " is missing");
+    *hint = attno - 1;
+    return attno;
+}
+
+// Whether a row returned as `returned` (RETURNING o.*) is laid out exactly as
+// `target`, the operations row type: same columns, in the same order, none dropped.
+bool same_layout(TupleDesc returned, TupleDesc target) {
+    if (returned->natts != target->natts) return false;
+    for (int i = 0; i < target->natts; ++i) {
+        const Form_pg_attribute r = TupleDescAttr(returned, i);
+        const Form_pg_attribute t = TupleDescAttr(target, i);
+        if (t->attisdropped || r->atttypid != t->atttypid || r->atttypmod != t->atttypmod ||
+            strcmp(NameStr(r->attname), NameStr(t->attname)) != 0)
+            return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+Value returned_column(const Written& w, const char* name, int* hint) {
+    const int attno = returned_attno(w.desc, name, hint);
     Value v;
     v.datum = SPI_getbinval(w.tuple, w.desc, attno, &v.null);
     return v;
@@ -427,7 +459,8 @@ void operations_values(const Written& w, TupleDesc target, Datum* values, bool* 
             nulls[i] = true;
             continue;
         }
-        const Value v = returned_column(w, NameStr(attr->attname));
+        int hint = i;  // the operations row type and RETURNING o.* share the table's order
+        const Value v = returned_column(w, NameStr(attr->attname), &hint);
         values[i] = v.datum;
         nulls[i] = v.null;
     }
@@ -441,6 +474,12 @@ Datum return_tuple(TupleDesc desc, Datum* values, bool* nulls) {
 }
 
 Datum return_operations_row(const Written& w, TupleDesc desc) {
+    // The common case: the statement returned the row in the result's own layout,
+    // so it is handed back as it is instead of taken apart and formed again.
+    if (same_layout(w.desc, desc)) {
+        const HeapTuple tuple = w.tuple;
+        return pg_call([&] { return PointerGetDatum(SPI_returntuple(tuple, desc)); });
+    }
     std::vector<Datum> values(desc->natts);
     std::vector<char> nulls_storage(desc->natts);
     bool* nulls = reinterpret_cast<bool*>(nulls_storage.data());

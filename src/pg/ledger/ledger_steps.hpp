@@ -155,7 +155,10 @@ void add_counters(const std::string& tool, Status before, Status after, const Ch
 Written write(const Row& row, Status before, const Change& change, TimestampTz now);
 
 // Returning rows
-Value returned_column(const Written& w, const char* name);
+// A column of the written row by name. `*hint` is where to look first (0-based, -1
+// for nowhere) and is set to where the column was found: a caller that keeps it
+// between calls finds the column at once.
+Value returned_column(const Written& w, const char* name, int* hint);
 // The function's declared composite result type, blessed (call before SPI_connect).
 TupleDesc result_descriptor(FunctionCallInfo fcinfo);
 // Values of the written operations row laid out for `target` (the operations row

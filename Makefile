@@ -5,11 +5,11 @@
 #                        and TAP tests (tests/t/, must run as a non-root user)
 # The C++ core alone (unit tests, fuzzers, benchmarks) is built by CMakeLists.txt.
 
-EXTVERSION = 0.1.0
+EXTVERSION = 0.2.0
 MODULE_big = opledger
 MODULEDIR = extension
 
-CORE_SRCS := $(sort $(wildcard src/core/*.cpp))
+CORE_SRCS := $(sort $(wildcard src/core/*.cpp src/core/*/*.cpp))
 PG_SRCS := $(sort $(wildcard src/pg/*.cpp src/pg/*/*.cpp))
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
@@ -17,8 +17,11 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 # so that each part of the SQL surface lives beside the code it belongs to.
 EXTENSION_SQL_PARTS := $(sort $(wildcard control/install/*.sql))
 EXTENSION_SQL = opledger--$(EXTVERSION).sql
+# Older versions' install scripts are frozen as released (control/opledger--X.sql),
+# so `CREATE EXTENSION opledger VERSION 'X'` and the upgrade test can install them.
+FROZEN_SCRIPTS := $(wildcard control/opledger--*.sql)
 UPGRADE_SCRIPTS := $(wildcard control/upgrade/opledger--*--*.sql)
-DATA = control/opledger.control $(UPGRADE_SCRIPTS)
+DATA = control/opledger.control $(FROZEN_SCRIPTS) $(UPGRADE_SCRIPTS)
 DATA_built = $(EXTENSION_SQL)
 
 REGRESS = $(basename $(notdir $(sort $(wildcard sql/*.sql))))
@@ -46,5 +49,5 @@ $(EXTENSION_SQL): $(EXTENSION_SQL_PARTS)
 	cat $(EXTENSION_SQL_PARTS) > $@
 
 # Every object depends on the headers of its part (coarse but always correct).
-$(CORE_SRCS:.cpp=.o): $(wildcard src/core/*.hpp)
-$(PG_SRCS:.cpp=.o): $(wildcard src/core/*.hpp src/pg/*.hpp src/pg/*/*.hpp)
+$(CORE_SRCS:.cpp=.o): $(wildcard src/core/*.hpp src/core/*/*.hpp)
+$(PG_SRCS:.cpp=.o): $(wildcard src/core/*.hpp src/core/*/*.hpp src/pg/*.hpp src/pg/*/*.hpp)

@@ -142,10 +142,14 @@ CREATE TRIGGER events_append_only BEFORE UPDATE ON opledger.events
 CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
     FOR EACH STATEMENT EXECUTE FUNCTION opledger._events_append_only();
 
--- Counters for the metrics views, so they never scan the ledger. One row per
--- (tool, backend slot): a backend runs one transaction at a time, so concurrent
--- callers never wait on each other's counter row. Views sum over the slots.
--- Status counts are deltas and may be negative in one slot; their sums are exact.
+-- Counters for the metrics views, so they never scan the ledger. Every op_* call
+-- adds its deltas itself, inside the call and the caller's transaction (a rolled-back
+-- call counts nothing), to one row of its tool that no other transaction holds
+-- (chosen with FOR UPDATE SKIP LOCKED; a new row in a fresh slot when all are held),
+-- so a caller never waits on another session's counters row, not even on one held by
+-- a prepared transaction. The views sum over the slots. Status counts are deltas and
+-- may be negative in one slot; their sums are exact.
+CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 CREATE TABLE opledger.counters (
     tool                  text NOT NULL,
     slot                  integer NOT NULL,
@@ -169,11 +173,11 @@ CREATE TABLE opledger.counters (
     CONSTRAINT counters_pkey PRIMARY KEY (tool, slot)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE opledger.counters IS
-    'Running counts behind opledger.metrics and opledger.tool_stats (per tool and backend slot; sum over slots)';
+    'Running counts behind opledger.metrics and opledger.tool_stats (per tool and slot; sum over slots)';
 
 REVOKE ALL ON opledger.tools, opledger.hmac_key, opledger.operations, opledger.events,
     opledger.counters FROM PUBLIC;
-REVOKE ALL ON SEQUENCE opledger.events_event_id_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE opledger.events_event_id_seq, opledger.counters_slot_seq FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('opledger.tools', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.hmac_key', '');
@@ -181,3 +185,4 @@ SELECT pg_catalog.pg_extension_config_dump('opledger.operations', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events_event_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.counters_slot_seq', '');

@@ -1,6 +1,8 @@
 -- SPEC §2–§3: register_tool and the op_* functions. The state machine is C++
--- (src/pg/ledger/); each op_* call locks one operation row, decides, writes the
--- row, its event and the counters in one statement, and returns. None commits.
+-- (src/core/ledger/, free of PostgreSQL); each op_* call reads its operation row
+-- under a row lock, asks the state machine, and writes the row, its events and its
+-- counts through SQL statements (src/pg/ledger/ledger_store.hpp). None commits, and
+-- nothing is left for commit time.
 -- All are SECURITY DEFINER with a pinned search_path: a caller needs EXECUTE only
 -- (granted explicitly, see 45_ledger_privileges.sql), never table privileges.
 -- They also pin enable_seqscan = off: their statements are prepared once per backend
@@ -265,10 +267,3 @@ END
 $$;
 COMMENT ON FUNCTION opledger.op_purge(interval) IS
     'Purges final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
-
-CREATE FUNCTION opledger.flush_counters() RETURNS void
-    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
-    AS 'MODULE_PATHNAME', 'opledger_flush_counters';
-COMMENT ON FUNCTION opledger.flush_counters() IS
-    'Writes the counter deltas of this transaction now (they are otherwise written once, at commit), so metrics and tool_stats include the transaction''s own calls';

@@ -21,8 +21,7 @@ REVOKE EXECUTE ON FUNCTION
     opledger.op_approve(text, text, text),
     opledger.op_sweep(integer),
     opledger.op_claim_reconciliation(text, integer, interval),
-    opledger.op_purge(interval),
-    opledger.flush_counters()
+    opledger.op_purge(interval)
 FROM PUBLIC;
 
 REVOKE ALL ON opledger.unknown_operations, opledger.metrics, opledger.tool_stats FROM PUBLIC;

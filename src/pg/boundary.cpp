@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 
 #include "core/json_error.hpp"
@@ -12,28 +13,44 @@
 namespace opledger::pg {
 namespace {
 
-// Static, not palloc'd: filling it must never fail or ereport while an exception
-// is being handled. Messages longer than these buffers are truncated.
+// The error waiting to be raised once the C++ frames are gone. Its texts are
+// allocated in ErrorContext with MCXT_ALLOC_NO_OOM, so filling it never ereports
+// (it runs inside a catch block) and never cuts a text short; ErrorContext is
+// emptied by PostgreSQL's error recovery, after the ereport has copied them.
 struct PendingError {
-    ErrorData* pg_error = nullptr;  // a PostgreSQL error caught by pg_call, re-thrown as is
+    ErrorData* pg_error = nullptr;  // a PostgreSQL error caught by pg_call, re-raised as is
     int sqlstate = 0;
-    char message[1024] = {};
-    char detail[4096] = {};
-    char hint[1024] = {};
+    const char* message = "";
+    const char* detail = "";
+    const char* hint = "";
 };
 
 PendingError pending;
 
-void copy_text(char* target, std::size_t size, const char* text) noexcept {
-    snprintf(target, size, "%s", text != nullptr ? text : "");
+// The concatenation of the parts in ErrorContext; on out of memory a fixed text.
+const char* copy_text(std::initializer_list<const char*> parts) noexcept {
+    std::size_t length = 0;
+    for (const char* part : parts) length += part != nullptr ? strlen(part) : 0;
+    char* out = static_cast<char*>(
+        MemoryContextAllocExtended(ErrorContext, length + 1, MCXT_ALLOC_NO_OOM | MCXT_ALLOC_HUGE));
+    if (out == nullptr) return "(text lost: out of memory)";
+    char* cursor = out;
+    for (const char* part : parts) {
+        if (part == nullptr) continue;
+        const std::size_t n = strlen(part);
+        memcpy(cursor, part, n);
+        cursor += n;
+    }
+    *cursor = '\0';
+    return out;
 }
 
 void set_pending(int sqlstate, const char* message, const char* detail, const char* hint) noexcept {
     pending.pg_error = nullptr;
     pending.sqlstate = sqlstate;
-    copy_text(pending.message, sizeof pending.message, message);
-    copy_text(pending.detail, sizeof pending.detail, detail);
-    copy_text(pending.hint, sizeof pending.hint, hint);
+    pending.message = copy_text({message});
+    pending.detail = copy_text({detail});
+    pending.hint = copy_text({hint});
 }
 
 int sqlstate_of(core::JsonErrorKind kind) noexcept {
@@ -63,17 +80,16 @@ const char* message_prefix(core::JsonErrorKind kind) noexcept {
 }
 
 void set_pending_json_error(const core::JsonError& error) noexcept {
-    char detail[128] = {};
+    char detail[128] = {};  // fits: a fixed sentence and one number
     if (error.byte_offset()) {
         snprintf(detail, sizeof detail, "The problem is at byte offset %zu of the input.", *error.byte_offset());
     }
-    char message[sizeof pending.message];
-    snprintf(message, sizeof message, "%s%s", message_prefix(error.kind()), error.what());
     const char* hint = error.hint().c_str();
     if (hint[0] == '\0' && error.kind() == core::JsonErrorKind::too_deep) {
         hint = "The limit grows with the max_stack_depth setting.";
     }
-    set_pending(sqlstate_of(error.kind()), message, detail, hint);
+    set_pending(sqlstate_of(error.kind()), "", detail, hint);
+    pending.message = copy_text({message_prefix(error.kind()), error.what()});
 }
 
 }  // namespace
@@ -97,6 +113,21 @@ void capture_current_exception() noexcept {
     } catch (...) {
         set_pending(ERRCODE_INTERNAL_ERROR, "opledger internal error", "An unknown C++ exception was caught.", "");
     }
+}
+
+ErrorData* run_guarded(void (*body)(void*) noexcept, void* arg) noexcept {
+    MemoryContext caller_context = CurrentMemoryContext;
+    ErrorData* volatile error = nullptr;
+    PG_TRY();
+    { body(arg); }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller_context);
+        error = CopyErrorData();
+        FlushErrorState();
+    }
+    PG_END_TRY();
+    return error;
 }
 
 }  // namespace detail

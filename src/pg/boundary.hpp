@@ -4,16 +4,34 @@
 //   extern "C" PGDLLEXPORT Datum op_begin(PG_FUNCTION_ARGS)
 //   { return opledger::pg::sql_entry(fcinfo, [&] { ... return datum; }); }
 //
-// Rules, kept by these two guards:
-//  * Into C++: sql_entry runs the body inside try/catch(...). Any exception is turned
-//    into an ErrorReport (plain data, palloc'd strings), and ereport is raised only
-//    after the catch block has ended, so no exception object is alive at the longjmp.
-//  * Out to PostgreSQL: a PostgreSQL call that may ereport is made inside pg_call(),
-//    which sets its own sigsetjmp, copies the ErrorData, flushes the error state and
-//    throws PgError carrying it; the C++ frames between unwind normally, and
-//    sql_entry re-throws the original error with its SQLSTATE, DETAIL and HINT.
-//  * The lambda given to pg_call must own no object with a destructor and must not
-//    throw a C++ exception (it is compiled between PG_TRY and PG_END_TRY).
+// The rules, and what enforces them:
+//  * No C++ exception reaches PostgreSQL. sql_entry runs the body inside
+//    try/catch(...); any exception becomes a pending error report (plain data in
+//    ErrorContext, never a fixed-size buffer, so no text is cut short), and ereport
+//    is raised only after the catch block has ended, so no exception object is alive
+//    at the longjmp. sql_entry is noexcept.
+//  * No ereport unwinds a C++ frame. A PostgreSQL call that may ereport is made
+//    inside pg_call(), whose lambda runs through a noexcept trampoline inside one C++
+//    function that holds the PG_TRY (detail::run_guarded): the longjmp of an ereport
+//    lands there, above every frame of the lambda's caller. pg_call copies the
+//    ErrorData, flushes PostgreSQL's error state and throws PgError carrying it; the
+//    C++ frames between unwind normally, and sql_entry re-raises the original error
+//    with its SQLSTATE, DETAIL and HINT.
+//  * The lambda given to pg_call must own no object with a destructor (an ereport
+//    skips the rest of its frame) and cannot throw: the trampoline is noexcept, so
+//    an exception escaping it ends the process (std::terminate) instead of
+//    corrupting PostgreSQL's state. Its result must be trivially copyable.
+//  * Destructors that run between FlushErrorState and the rethrow (while a PgError
+//    unwinds the frames between pg_call and sql_entry) run with no PostgreSQL error
+//    active. They may free memory (C++ heap, or pfree) but must not call anything
+//    that can ereport: that ereport would longjmp out of the unwinder. None of the
+//    destructors in this layer does; keep it so.
+//  * Memory that outlives a call lives in a PostgreSQL memory context
+//    (memory_resource.hpp); a PgError's ErrorData lives in the caller's context until
+//    sql_entry re-raises it.
+//  * One thing neither guard covers: CopyErrorData running out of memory inside
+//    run_guarded ereports through PostgreSQL's handler and skips the frames above;
+//    the transaction aborts as it must, and only C++ heap memory of those frames leaks.
 #pragma once
 
 #include <string>
@@ -67,38 +85,32 @@ Datum sql_entry(FunctionCallInfo fcinfo, Body&& body) noexcept {
     raise_pending_error();
 }
 
+namespace detail {
+// Runs body(arg) under PG_TRY; returns the copied ErrorData of an ereport (error
+// state flushed), or nullptr. The only place with PG_TRY in the C++ layer.
+ErrorData* run_guarded(void (*body)(void*) noexcept, void* arg) noexcept;
+}  // namespace detail
+
 // Runs fn (PostgreSQL calls only) and turns an ereport into a PgError exception.
-// (-Wclobbered may warn about `value` and `error` under -Wextra: `value` is read only
-// when no longjmp happened, and `error` is written only after it, so neither can
-// hold a clobbered register copy.)
 template <typename Fn>
 auto pg_call(Fn&& fn) -> decltype(fn()) {
-    MemoryContext caller_context = CurrentMemoryContext;
-    ErrorData* error = nullptr;
-    if constexpr (std::is_void_v<decltype(fn())>) {
-        PG_TRY();
-        { fn(); }
-        PG_CATCH();
-        {
-            MemoryContextSwitchTo(caller_context);
-            error = CopyErrorData();
-            FlushErrorState();
-        }
-        PG_END_TRY();
-        if (error != nullptr) throw PgError(error);
+    using Callable = std::remove_reference_t<Fn>;
+    using Result = decltype(fn());
+    if constexpr (std::is_void_v<Result>) {
+        void (*trampoline)(void*) noexcept = [](void* callable) noexcept { (*static_cast<Callable*>(callable))(); };
+        if (ErrorData* error = detail::run_guarded(trampoline, &fn)) throw PgError(error);
     } else {
-        decltype(fn()) value{};
-        PG_TRY();
-        { value = fn(); }
-        PG_CATCH();
-        {
-            MemoryContextSwitchTo(caller_context);
-            error = CopyErrorData();
-            FlushErrorState();
-        }
-        PG_END_TRY();
-        if (error != nullptr) throw PgError(error);
-        return value;
+        static_assert(std::is_trivially_copyable_v<Result>, "pg_call returns plain values only");
+        struct Call {
+            Callable* fn;
+            Result value;
+        } call{&fn, Result{}};
+        void (*trampoline)(void*) noexcept = [](void* state) noexcept {
+            Call* c = static_cast<Call*>(state);
+            c->value = (*c->fn)();
+        };
+        if (ErrorData* error = detail::run_guarded(trampoline, &call)) throw PgError(error);
+        return call.value;
     }
 }
 

@@ -1,16 +1,13 @@
--- The ledger's cheaper write paths must write exactly what the general ones write:
--- * events go by direct table access while opledger.events is the plain table the
---   extension created, and through SQL as soon as something on the table would be
---   skipped by a direct insert (src/pg/ledger/event_log.hpp);
--- * op_begin, after a new ID, guesses the next ID is new too and tries a plain insert
---   first, answering from the values it gave (insert_new in ledger_begin.cpp);
--- * counters remember where this backend's row was written;
--- * a report hands back the row its statement returned when that row has the
---   result's layout, and rebuilds it column by column otherwise (a dropped column).
+-- Every row the ledger writes goes through SQL, inside the call (src/pg/ledger/
+-- ledger_store.hpp): whatever an operator puts on the tables (triggers, CHECK and
+-- NOT NULL constraints, generated columns, expression indexes) applies to the
+-- ledger's own writes exactly as to anyone else's, and nothing is left for commit.
+-- Also: op_begin, after a new ID, tries the insert first; and a report hands back
+-- the row its statement returned, or rebuilds it with a dropped column in the table.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(20);
+SELECT plan(26);
 
 SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
 
@@ -84,32 +81,26 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP INDEX opledger.events_kind_lower;
 
--- Counters remember where this backend's row was written, as a hint only: after an
--- operator rewrote the row (a newer version elsewhere) or deleted it, the next
--- writes must still land exactly once.
+-- Counters: after an operator rewrote this backend's row (a newer version elsewhere)
+-- or deleted it, the next writes must still land exactly once.
 SELECT opledger.op_begin('cnt-1', 'ep', '{}');
-SELECT opledger.flush_counters();
 SELECT (SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep') AS begins_before \gset
 UPDATE opledger.counters SET begins = begins WHERE tool = 'ep';
 SELECT opledger.op_begin('cnt-2', 'ep', '{}');
-SELECT opledger.flush_counters();
 SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), (:begins_before + 1)::numeric,
           'a row rewritten by someone else: the next write adds exactly once');
 DELETE FROM opledger.counters WHERE tool = 'ep';
 SELECT opledger.op_begin('cnt-3', 'ep', '{}');
-SELECT opledger.flush_counters();
 SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), 1::numeric,
           'a deleted row: the next write creates it again with its delta');
 SELECT opledger.op_begin('cnt-4', 'ep', '{}');
-SELECT opledger.flush_counters();
 SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), 2::numeric,
           'and the following write adds to that new row');
 SELECT is((SELECT count(*) FROM opledger.counters WHERE tool = 'ep'), 1::bigint,
-          'one row for this backend''s slot, not a second one');
+          'one row for this transaction, not a second one');
 -- An expression index on counters: writes go through SQL, which maintains it.
 CREATE INDEX counters_tool_lower ON opledger.counters (lower(tool), slot);
 SELECT opledger.op_begin('cnt-5', 'ep', '{}');
-SELECT opledger.flush_counters();
 SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;
 SELECT is((SELECT sum(begins) FROM opledger.counters WHERE lower(tool) = 'ep'), 3::numeric,
@@ -117,6 +108,41 @@ SELECT is((SELECT sum(begins) FROM opledger.counters WHERE lower(tool) = 'ep'), 
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP INDEX opledger.counters_tool_lower;
+
+-- A CHECK constraint an operator put on counters holds for the ledger's own writes,
+-- and the call that would break it changes nothing.
+ALTER TABLE opledger.counters ADD CONSTRAINT few_begins CHECK (tool <> 'ck' OR begins < 3);
+SELECT opledger.op_begin('ck-1', 'ck', '{}');
+SELECT opledger.op_begin('ck-2', 'ck', '{}');
+SELECT throws_ok($$SELECT opledger.op_begin('ck-3', 'ck', '{}')$$, '23514', NULL,
+                 'a CHECK constraint on counters is enforced on the ledger''s writes (the third begin)');
+SELECT is((SELECT count(*) FROM opledger.operations WHERE operation_id = 'ck-3'), 0::bigint,
+          'and the refused call left no operation');
+ALTER TABLE opledger.counters DROP CONSTRAINT few_begins;
+-- A generated column on counters is computed for the ledger's writes.
+ALTER TABLE opledger.counters ADD COLUMN calls_seen bigint GENERATED ALWAYS AS (begins + successes) STORED;
+SELECT opledger.op_begin('cnt-7', 'ep', '{}');
+SELECT is((SELECT bool_and(calls_seen = begins + successes) FROM opledger.counters WHERE tool = 'ep'), true,
+          'a generated column on counters is computed for the ledger''s writes');
+ALTER TABLE opledger.counters DROP COLUMN calls_seen;
+-- NOT NULL added to events.worker: a call without a worker is refused, with 23502.
+DELETE FROM opledger.events WHERE worker IS NULL;  -- (this file's transaction is rolled back)
+ALTER TABLE opledger.events ALTER COLUMN worker SET NOT NULL;
+SELECT throws_ok($$SELECT opledger.op_begin('ev-1', 'ep', '{}')$$, '23502', NULL,
+                 'a NOT NULL constraint added to events is enforced');
+SELECT is((SELECT decision FROM opledger.op_begin('ev-2', 'ep', '{}', worker => 'w')), 'execute',
+          'calls that satisfy it still work');
+ALTER TABLE opledger.events ALTER COLUMN worker DROP NOT NULL;
+-- A savepoint rolled back after some calls takes its counts with it and keeps the
+-- counts made before it (0.1.0 lost the parent's deltas here).
+SELECT (SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep') AS begins_sp \gset
+SAVEPOINT sp;
+SELECT opledger.op_begin('sp-1', 'ep', '{}');
+SELECT opledger.op_begin('sp-2', 'ep', '{}');
+ROLLBACK TO SAVEPOINT sp;
+SELECT opledger.op_begin('sp-3', 'ep', '{}');
+SELECT is((SELECT sum(begins) FROM opledger.counters WHERE tool = 'ep'), (:begins_sp + 1)::numeric,
+          'a rolled-back savepoint counts nothing, the calls around it count once each');
 
 -- The "new ID" guess: after a new ID, a repeat of a finished one, of a pending one and
 -- of one with other arguments must still be answered from the stored row.

@@ -44,7 +44,7 @@ CREATE TEMP TABLE before AS SELECT pg_temp.ledger() AS h;
 
 -- OL001: reuse with other arguments or another tool
 SELECT throws_ok($$SELECT opledger.op_begin('e-pending', 'pay', '{"amount":11,"currency":"USD","card":{"cvv":"123"}}')$$,
-                 'OL001', 'operation ID "e-pending" was already used with different arguments', 'OL001: different arguments');
+                 'OL001', 'operation ID was already used with different arguments', 'OL001: different arguments');
 SELECT matches(pg_temp.error_of($$SELECT opledger.op_begin('e-pending', 'pay', '{"amount":11,"currency":"USD","card":{"cvv":"123"}}')$$),
                'differ at: /amount, /currency\.', 'OL001 detail names the JSON Pointers that differ');
 SELECT matches(pg_temp.error_of($$SELECT opledger.op_begin('e-pending', 'pay', '{"amount":10,"currency":"EUR","card":{"cvv":"123"}}, "x":1}')$$),
@@ -59,11 +59,11 @@ SELECT doesnt_match(regexp_replace(pg_temp.error_of($$SELECT opledger.op_begin('
                                    '[0-9a-f]{64}', '<fingerprint>', 'g'),
                '987|123', 'OL001 never shows a value at a redact path');
 SELECT throws_ok($$SELECT opledger.op_begin('e-pending', 'refund', '{"amount":10,"currency":"EUR","card":{"cvv":"123"}}')$$,
-                 'OL001', 'operation ID "e-pending" was already used with another tool', 'OL001: another tool');
+                 'OL001', 'operation ID was already used with another tool', 'OL001: another tool');
 SELECT throws_ok($$SELECT opledger.op_begin('e-ok', 'pay', '{"amount":1.5}')$$, 'OL001', NULL, 'OL001 on a succeeded op too');
 
 -- OL002: impossible transitions, missing IDs, stale attempts
-SELECT throws_ok($$SELECT opledger.op_fail('e-ok', '{}')$$, 'OL002', 'op_fail: operation "e-ok" is succeeded', 'OL002: op_fail on succeeded');
+SELECT throws_ok($$SELECT opledger.op_fail('e-ok', '{}')$$, 'OL002', 'op_fail: the operation is succeeded', 'OL002: op_fail on succeeded');
 SELECT throws_ok($$SELECT opledger.op_fail('e-unknown', '{}')$$, 'OL002', NULL, 'OL002: op_fail on unknown');
 SELECT throws_ok($$SELECT opledger.op_fail('e-retry', '{}')$$, 'OL002', NULL, 'OL002: op_fail on retryable');
 SELECT throws_ok($$SELECT opledger.op_succeed('e-failed', '{}')$$, 'OL002', NULL, 'OL002: op_succeed on failed');
@@ -73,23 +73,23 @@ SELECT throws_ok($$SELECT opledger.op_mark_unknown('e-retry')$$, 'OL002', NULL, 
 SELECT throws_ok($$SELECT opledger.op_resolve('e-pending', 'applied')$$, 'OL002', NULL, 'OL002: op_resolve on pending');
 SELECT throws_ok($$SELECT opledger.op_resolve('e-ok', 'failed')$$, 'OL002', NULL, 'OL002: op_resolve on succeeded');
 SELECT throws_ok($$SELECT opledger.op_approve('e-pending', 'bob')$$, 'OL002', NULL, 'OL002: op_approve on pending');
-SELECT throws_ok($$SELECT opledger.op_approve('e-approved', 'bob')$$, 'OL002', 'op_approve: operation "e-approved" is already approved',
+SELECT throws_ok($$SELECT opledger.op_approve('e-approved', 'bob')$$, 'OL002', 'op_approve: the operation is already approved',
                  'OL002: approving twice');
-SELECT throws_ok($$SELECT opledger.op_succeed('nope', '{}')$$, 'OL002', 'op_succeed: operation "nope" does not exist', 'OL002: op_succeed on a missing ID');
+SELECT throws_ok($$SELECT opledger.op_succeed('nope', '{}')$$, 'OL002', 'op_succeed: the operation does not exist', 'OL002: op_succeed on a missing ID');
 SELECT throws_ok($$SELECT opledger.op_fail('nope', '{}')$$, 'OL002', NULL, 'OL002: op_fail on a missing ID');
 SELECT throws_ok($$SELECT opledger.op_mark_unknown('nope')$$, 'OL002', NULL, 'OL002: op_mark_unknown on a missing ID');
 SELECT throws_ok($$SELECT opledger.op_resolve('nope', 'applied')$$, 'OL002', NULL, 'OL002: op_resolve on a missing ID');
 SELECT throws_ok($$SELECT opledger.op_approve('nope', 'bob')$$, 'OL002', NULL, 'OL002: op_approve on a missing ID');
-SELECT throws_ok($$SELECT opledger.op_fail('e-pending', '{}', attempt => 2)$$, 'OL002', 'op_fail: attempt 2 of operation "e-pending" is stale',
+SELECT throws_ok($$SELECT opledger.op_fail('e-pending', '{}', attempt => 2)$$, 'OL002', 'op_fail: attempt 2 is stale',
                  'OL002: op_fail with a stale attempt');
 SELECT throws_ok($$SELECT opledger.op_mark_unknown('e-pending', attempt => 7)$$, 'OL002', NULL, 'OL002: op_mark_unknown with a stale attempt');
 SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', 'applied', attempt => 2)$$, 'OL002', NULL, 'OL002: op_resolve with a stale attempt');
 SELECT throws_ok($$SELECT opledger.op_succeed('e-pending', '{}', attempt => 2)$$, 'OL002',
-                 'op_succeed: attempt 2 of operation "e-pending" never started', 'OL002: op_succeed for an attempt that never started');
+                 'op_succeed: attempt 2 never started', 'OL002: op_succeed for an attempt that never started');
 
 -- OL003: unregistered tool while opledger.require_registered_tools is on
 SET LOCAL opledger.require_registered_tools = on;
-SELECT throws_ok($$SELECT opledger.op_begin('e-new', 'mystery_tool', '{}')$$, 'OL003', 'tool "mystery_tool" is not registered',
+SELECT throws_ok($$SELECT opledger.op_begin('e-new', 'mystery_tool', '{}')$$, 'OL003', 'op_begin: the tool is not registered',
                  'OL003: unregistered tool');
 RESET opledger.require_registered_tools;
 
@@ -154,7 +154,7 @@ RESET opledger.max_payload_bytes;
 SELECT is(current_setting('opledger.max_payload_bytes'), '1MB', 'default payload limit is 1 MB');
 
 -- Bad input: unknown outcome words
-SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', 'maybe')$$, '22023', 'op_resolve: unknown outcome "maybe"', 'unknown outcome word');
+SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', 'maybe')$$, '22023', 'op_resolve: unknown outcome', 'unknown outcome word');
 SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', 'APPLIED')$$, '22023', NULL, 'outcome words are case-sensitive');
 SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', '')$$, '22023', NULL, 'empty outcome');
 SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', NULL)$$, '22004', NULL, 'NULL outcome');

@@ -11,8 +11,6 @@ SELECT plan(35);
 SELECT opledger.register_tool('pay', 'non_idempotent_write', redact => '{/cvv}');
 SELECT opledger.op_begin('p-existing', 'pay', '{"cvv":"1"}');
 
--- Counters are written at commit; this transaction's own are flushed explicitly.
-SELECT opledger.flush_counters();
 -- Function definitions
 SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND p.proname NOT IN ('jcs', 'jcs_hash', 'derive_operation_id')
@@ -20,8 +18,8 @@ SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.
           'every ledger function pins search_path = pg_catalog, pg_temp');
 SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND p.prosecdef),
-          'flush_counters,op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_resolve,op_succeed,op_sweep,register_tool',
-          'the op_* functions, register_tool and flush_counters are SECURITY DEFINER, nothing else');
+          'op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_resolve,op_succeed,op_sweep,register_tool',
+          'the op_* functions, and register_tool are SECURITY DEFINER, nothing else');
 SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND (p.prosecdef OR p.proname LIKE '\_%')
               AND has_function_privilege('public', p.oid, 'EXECUTE')), 0,
@@ -54,7 +52,6 @@ SELECT throws_ok($$SELECT opledger._random_secret()$$, '42501', NULL, 'orchestra
 RESET ROLE;
 
 -- The dashboard: SELECT on the views only
-SELECT opledger.flush_counters();
 SET LOCAL ROLE opledger_dashboard;
 SELECT is((SELECT ops_total FROM opledger.metrics), 2::bigint, 'dashboard reads metrics');
 SELECT is((SELECT count(*)::int FROM opledger.tool_stats), 1, 'dashboard reads tool_stats');

@@ -1,115 +1,94 @@
 // Housekeeping (SPEC §3-§4): op_sweep, op_claim_reconciliation, and the internal
-// helpers of register_tool and the tests (_check_pointers, _random_secret,
-// flush_counters).
-#include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <limits>
+// helpers of register_tool (_check_pointers, _random_secret).
 #include <map>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/jcs.hpp"
+#include "core/ledger/state_machine.hpp"
 #include "pg/boundary.hpp"
-#include "pg/jsonb_reader.hpp"
-#include "pg/ledger/ledger_counters.hpp"
-#include "pg/ledger/ledger_gucs.hpp"
-#include "pg/ledger/ledger_row.hpp"
-#include "pg/ledger/ledger_spi.hpp"
-#include "pg/ledger/ledger_steps.hpp"
-#include "pg/ledger/tool_cache.hpp"
+#include "pg/ledger/ledger_args.hpp"
+#include "pg/ledger/ledger_policy.hpp"
+#include "pg/ledger/ledger_results.hpp"
+#include "pg/ledger/ledger_store.hpp"
 
 extern "C" {
-#include "access/htup_details.h"
 #include "catalog/pg_type_d.h"
-#include "commands/async.h"
 #include "funcapi.h"
-#include "storage/backendid.h"
 #include "utils/array.h"
-#include "utils/builtins.h"
-#include "utils/fmgrprotos.h"
-#include "utils/jsonb.h"
-#include "utils/lsyscache.h"
 #include "utils/tuplestore.h"
 }
 
 namespace opledger::pg::ledger {
 namespace {
 
-// ---------------------------------------------------------------------------
-// Housekeeping: op_sweep, op_claim_reconciliation
+namespace sm = opledger::core::ledger;
 
-int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
-    require_not_null(fcinfo, argno, function, name);
-    const int value = PG_GETARG_INT32(argno);
-    if (value <= 0)
-        invalid_parameter(std::string(function) + ": " + name + " must be positive, not " + std::to_string(value));
-    return value;
+// The operations a candidates statement returned (FOR UPDATE SKIP LOCKED: this
+// call holds their locks), read before the first write replaces SPI_tuptable.
+std::vector<OperationRow> locked_candidates(PlanId plan, sm::Micros now, int max_rows) {
+    Datum values[2] = {TimestampTzGetDatum(now), Int32GetDatum(max_rows)};
+    execute(plan, values, nullptr, 0);
+    SPITupleTable* table = SPI_tuptable;
+    std::vector<OperationRow> rows;
+    rows.reserve(SPI_processed);
+    for (uint64 i = 0; i < SPI_processed; ++i) rows.push_back(read_operation(table, i));
+    return rows;
 }
 
 Datum op_sweep(FunctionCallInfo fcinfo) {
     const int max_rows = positive_int_arg(fcinfo, 0, "op_sweep", "max_rows");
-    const TimestampTz now = GetCurrentTimestamp();
+    const sm::Micros now = GetCurrentTimestamp();
     SpiConnection spi;
-    Datum values[2] = {TimestampTzGetDatum(now), Int32GetDatum(max_rows)};
-    execute(PlanId::sweep_candidates, values, nullptr, 0);
-    SPITupleTable* candidates = SPI_tuptable;
-    const uint64 count = SPI_processed;
-    std::map<std::string, Policy> policies;
-    for (uint64 i = 0; i < count; ++i) {
-        Row row = read_row(candidates, i);
+    std::vector<OperationRow> rows = locked_candidates(PlanId::sweep_candidates, now, max_rows);
+    std::map<std::string, sm::Policy> policies;
+    int swept = 0;
+    for (OperationRow& row : rows) {
+        // The statement's snapshot may predate a transition that committed since;
+        // the locked row is the truth.
+        if (!sm::lease_expired(row.state, now)) continue;
         auto found = policies.find(row.tool);
         if (found == policies.end())
-            found = policies.emplace(row.tool, policy_for(row.tool_datum.datum, row.tool, false)).first;
-        expire_lease(row, found->second, now, "op_sweep", Value{});
+            found = policies.emplace(row.tool, policy_for(row.tool_datum.datum, row.tool, false).rules).first;
+        store(row, sm::expire_lease(row.state, found->second, now, "op_sweep"), CallValues{}, now);
+        ++swept;
     }
     spi.finish();
-    return Int32GetDatum(static_cast<int32>(count));
+    return Int32GetDatum(swept);
 }
 
 Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
-    name_arg(fcinfo, 0, "op_claim_reconciliation", "worker");
+    sm::ClaimCall call;
+    call.worker = name_arg(fcinfo, 0, "op_claim_reconciliation", "worker");
     const Value worker = Value::of(PG_GETARG_DATUM(0));
     const int max_rows = positive_int_arg(fcinfo, 1, "op_claim_reconciliation", "max_rows");
     require_not_null(fcinfo, 2, "op_claim_reconciliation", "lease");
-    const int64_t lease = interval_us(PG_GETARG_INTERVAL_P(2));
-    if (lease <= 0) invalid_parameter("op_claim_reconciliation: lease must be positive");
-    const TimestampTz now = GetCurrentTimestamp();
+    call.lease = interval_us(PG_GETARG_INTERVAL_P(2));
+    if (call.lease <= 0) invalid_parameter("op_claim_reconciliation: lease must be positive");
+    const sm::Micros now = GetCurrentTimestamp();
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     TupleDesc desc = rsinfo->setDesc;
-    Tuplestorestate* store = rsinfo->setResult;
+    Tuplestorestate* store_out = rsinfo->setResult;
 
     SpiConnection spi;
-    Datum values[2] = {TimestampTzGetDatum(now), Int32GetDatum(max_rows)};
-    execute(PlanId::claim_candidates, values, nullptr, 0);
-    SPITupleTable* candidates = SPI_tuptable;
-    const uint64 count = SPI_processed;
+    std::vector<OperationRow> rows = locked_candidates(PlanId::claim_candidates, now, max_rows);
     std::vector<Datum> out_values(desc->natts);
     std::vector<char> out_nulls_storage(desc->natts);
     bool* out_nulls = reinterpret_cast<bool*>(out_nulls_storage.data());
     Datum* out_value_ptr = out_values.data();
-    for (uint64 i = 0; i < count; ++i) {
-        Row row = read_row(candidates, i);
-        const Status before = row.status;
-        Change change;
-        change.kind = "claim";
-        change.worker = worker;
-        change.counters = false;
-        row.claim_owner = worker;
-        row.claim_expires_at = Value::timestamp(add_us(now, lease));
-        const Written w = write(row, before, change, now);
-        operations_values(w, desc, out_value_ptr, out_nulls);
-        pg_call([&] { tuplestore_putvalues(store, desc, out_value_ptr, out_nulls); });
+    const CallValues values{worker, Value{}, Value{}};
+    for (OperationRow& row : rows) {
+        if (!sm::claimable(row.state, now)) continue;
+        const std::optional<WrittenRow> written = store(row, sm::claim(row.state, call, now), values, now);
+        if (!written) continue;
+        operations_values(*written, desc, out_value_ptr, out_nulls);
+        pg_call([&] { tuplestore_putvalues(store_out, desc, out_value_ptr, out_nulls); });
     }
     spi.finish();
     return (Datum)0;
 }
-
-// ---------------------------------------------------------------------------
-// register_tool helpers
 
 Datum check_pointers(FunctionCallInfo fcinfo) {
     if (PG_ARGISNULL(0)) return (Datum)0;
@@ -145,11 +124,11 @@ Datum random_secret(FunctionCallInfo) {
     return string_to_bytea(std::string_view(reinterpret_cast<char*>(secret), sizeof secret));
 }
 
-// Writes this transaction's counter deltas now instead of at commit (tests use it).
-Datum flush_counters(FunctionCallInfo) {
-    pg_call([] { counters_flush_now(); });
-    PG_RETURN_VOID();
-}
+// opledger.flush_counters() of 0.1.0, which wrote the counts deferred to commit.
+// Since 0.2.0 every call writes its counts itself, so there is nothing to flush;
+// the symbol stays so that the frozen 0.1.0 install script (CREATE EXTENSION ...
+// VERSION '0.1.0', then ALTER EXTENSION ... UPDATE) still loads.
+Datum flush_counters(FunctionCallInfo) { return (Datum)0; }
 
 }  // namespace
 }  // namespace opledger::pg::ledger

@@ -28,30 +28,21 @@ constexpr std::size_t kMaxCachedTools = 1024;
 
 using PmrStrings = std::pmr::vector<std::pmr::string>;
 
+// A ToolPolicy with its strings in the cache's memory context.
 struct CachedPolicy {
-    CachedPolicy(const Policy& p, std::pmr::memory_resource* memory)
-        : registered(p.registered), effect(p.effect), max_attempts(p.max_attempts), lease_us(p.lease_us),
-          backoff_base_us(p.backoff_base_us), backoff_max_us(p.backoff_max_us), hash_exclude(memory),
-          redact(memory) {
+    CachedPolicy(const ToolPolicy& p, std::pmr::memory_resource* memory)
+        : rules(p.rules), hash_exclude(memory), redact(memory) {
         for (const std::string& s : p.hash_exclude) hash_exclude.emplace_back(s);
         for (const std::string& s : p.redact) redact.emplace_back(s);
     }
-    Policy to_policy() const {
-        Policy p;
-        p.registered = registered;
-        p.effect = effect;
-        p.max_attempts = max_attempts;
-        p.lease_us = lease_us;
-        p.backoff_base_us = backoff_base_us;
-        p.backoff_max_us = backoff_max_us;
+    ToolPolicy to_policy() const {
+        ToolPolicy p;
+        p.rules = rules;
         for (const auto& s : hash_exclude) p.hash_exclude.emplace_back(s);
         for (const auto& s : redact) p.redact.emplace_back(s);
         return p;
     }
-    bool registered;
-    Effect effect;
-    int max_attempts;
-    int64_t lease_us, backoff_base_us, backoff_max_us;
+    core::ledger::Policy rules;  // plain data
     PmrStrings hash_exclude, redact;
 };
 
@@ -105,7 +96,7 @@ Oid tools_relid() {
 
 }  // namespace
 
-std::optional<Policy> find_cached_policy(const std::string& tool) {
+std::optional<ToolPolicy> find_cached_policy(const std::string& tool) {
     ToolCache& c = get_cache();
     pg_call([] { AcceptInvalidationMessages(); });
     const auto found = c.policies.find(std::pmr::string(tool, &c.resource));
@@ -115,7 +106,7 @@ std::optional<Policy> find_cached_policy(const std::string& tool) {
 
 std::uint64_t policy_cache_generation() { return get_cache().generation; }
 
-void remember_policy(const std::string& tool, const Policy& policy, std::uint64_t generation) {
+void remember_policy(const std::string& tool, const ToolPolicy& policy, std::uint64_t generation) {
     ToolCache& c = get_cache();
     if (generation != c.generation) return;  // dropped while the policy was loaded
     if (c.tools_relid == InvalidOid) {

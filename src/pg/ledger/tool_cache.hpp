@@ -10,17 +10,17 @@
 #include <optional>
 #include <string>
 
-#include "pg/ledger/ledger_row.hpp"
+#include "pg/ledger/ledger_policy.hpp"
 
 namespace opledger::pg::ledger {
 
 // The cached policy of tool, if any. Processes pending invalidation messages first.
-std::optional<Policy> find_cached_policy(const std::string& tool);
+std::optional<ToolPolicy> find_cached_policy(const std::string& tool);
 
 // Changes whenever the cache is dropped: take it before loading a policy and pass
 // it to remember_policy, so that a policy read before a concurrent change (whose
 // invalidation arrived during the load) is never cached.
 std::uint64_t policy_cache_generation();
-void remember_policy(const std::string& tool, const Policy& policy, std::uint64_t generation);
+void remember_policy(const std::string& tool, const ToolPolicy& policy, std::uint64_t generation);
 
 }  // namespace opledger::pg::ledger

@@ -1,0 +1,249 @@
+// The ledger's state machine (SPEC §3), free of PostgreSQL: a pure function from
+// (an operation's current state, its tool's policy, one call, the time) to either a
+// transition or a refusal carrying the SQLSTATE the SQL layer must raise.
+//
+// A transition is everything the SQL layer writes for the call: the operation's new
+// state (status, attempt, leases, times and the text columns), what becomes of the
+// JSON payload columns (result, error), the events to append (one, or two when
+// op_begin first expires a stale lease) and the metric deltas. The SQL layer reads
+// the row under its lock, calls one function here, and writes what it returns; it
+// decides nothing itself. Refusals are returned before anything is written, so an
+// error always leaves the ledger as it was.
+//
+// Time is a plain count of microseconds (the SQL layer passes PostgreSQL's
+// TimestampTz); the state machine only compares and adds. JSON values stay with the
+// SQL layer: the state machine says "the call's result" or "clear", never looks inside.
+// Messages name no caller value (no operation ID, worker or payload), so an error
+// can never carry a secret.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace opledger::core::ledger {
+
+using Micros = std::int64_t;  // a point in time or a duration, in microseconds
+
+enum class Status : std::uint8_t { awaiting_approval = 0, pending, succeeded, failed, unknown, retryable };
+inline constexpr int kStatusCount = 6;
+enum class Effect : std::uint8_t { read_only = 0, idempotent_write, non_idempotent_write, irreversible };
+inline constexpr int kEffectCount = 4;
+
+const char* status_name(Status status) noexcept;
+std::optional<Status> parse_status(std::string_view name) noexcept;
+const char* effect_name(Effect effect) noexcept;
+std::optional<Effect> parse_effect(std::string_view name) noexcept;
+constexpr bool is_final(Status status) noexcept { return status == Status::succeeded || status == Status::failed; }
+
+// Adds a duration to a time without overflowing (saturates far in the future).
+Micros add_saturating(Micros time, Micros duration) noexcept;
+
+// A tool's policy (SPEC §2). Default-constructed: an unregistered tool.
+struct Policy {
+    bool registered = false;
+    Effect effect = Effect::non_idempotent_write;
+    int max_attempts = 5;
+    Micros lease = 5LL * 60 * 1000000;
+    Micros backoff_base = 1000000;
+    Micros backoff_max = 5LL * 60 * 1000000;
+
+    // The wait after attempt `attempt` ended before the next may start:
+    // backoff_base * 2^(attempt - 1), capped at backoff_max (attempt <= 1: backoff_base).
+    Micros backoff_after(int attempt) const noexcept;
+};
+
+// The columns of one operation that the state machine reads and writes. The JSON
+// columns (args, result, error) stay in the SQL layer; has_result says whether a
+// result is stored.
+struct OperationState {
+    Status status = Status::pending;
+    int attempt = 0;
+    std::optional<std::string> lease_owner;
+    std::optional<Micros> lease_expires_at;
+    std::optional<Micros> retry_after;
+    std::optional<std::string> provider_ref;
+    std::optional<Micros> finished_at;
+    std::optional<std::string> approved_by;
+    std::optional<Micros> approved_at;
+    std::optional<std::string> approval_note;
+    std::optional<Micros> unknown_since;
+    std::optional<Micros> resolved_at;
+    std::optional<std::string> resolved_by;
+    std::optional<std::string> resolution;  // applied | not_applied | failed | late_success
+    std::optional<std::string> claim_owner;
+    std::optional<Micros> claim_expires_at;
+    bool purged = false;
+    // Running counts kept on the row itself.
+    int late_successes = 0;
+    int duplicate_effects = 0;
+    int manual_interventions = 0;
+
+};
+
+// What a JSON payload column (result or error) becomes.
+enum class Payload : std::uint8_t {
+    keep,                     // unchanged
+    clear,                    // SQL NULL
+    from_call,                // the result / error this call passed (may be SQL NULL)
+    lease_expired,            // {"reason": "lease_expired"}
+    lease_expired_exhausted,  // {"reason": "lease_expired", "attempts_exhausted": true}
+};
+
+// The JSON text of a constant payload (lease_expired, lease_expired_exhausted);
+// nullptr for the others.
+const char* payload_constant(Payload payload) noexcept;
+
+// One member of an event's detail object.
+struct DetailItem {
+    std::string key;
+    std::variant<std::string, long long, bool> value;
+};
+
+// One row of the audit trail (opledger.events).
+struct Event {
+    std::string kind;                     // begin, lease_expired, succeed, late_success, ...
+    std::optional<std::string> decision;  // op_begin's answer (kind "begin")
+    std::optional<Status> status_before;  // none when the call created the operation
+    Status status_after = Status::pending;
+    std::optional<int> attempt;
+    bool worker_from_call = false;        // worker column: the call's worker (else NULL)
+    bool provider_ref_from_call = false;  // provider_ref column: the call's provider_ref (else NULL)
+    std::vector<DetailItem> detail;       // detail object (none: SQL NULL, unless payload_key)
+    std::optional<std::string> payload_key;  // detail also gets {payload_key: the call's result/error}
+};
+
+// Deltas of the running counts behind opledger.metrics and opledger.tool_stats.
+struct Metrics {
+    long long begins = 0;                // op_begin calls
+    long long executions = 0;            // op_begin answered execute (attempts started)
+    long long duplicates_prevented = 0;  // op_begin answered anything else
+    long long successes = 0;             // transitions into succeeded
+    long long failures = 0;              // transitions into failed
+    long long retries = 0;               // transitions into retryable
+    long long unknowns = 0;              // transitions into unknown
+    long long late_successes = 0;
+    long long duplicate_effects = 0;
+    long long manual_interventions = 0;  // approvals and manual resolutions
+    long long resolutions = 0;           // unknown left by op_resolve or a late success
+    std::array<long long, kStatusCount> in_status{};  // operations entering (+1) / leaving (-1) each status
+
+    Metrics& operator+=(const Metrics& other) noexcept;
+};
+
+// op_begin's answers (SPEC §3).
+enum class Decision : std::uint8_t { execute, replay, in_progress, retry_later, reconcile, needs_approval, failed };
+const char* decision_name(Decision decision) noexcept;
+
+// What one call does to one operation.
+struct Transition {
+    std::optional<Decision> decision;  // op_begin only
+    std::optional<Micros> retry_after;  // op_begin: when to ask again (in_progress, retry_later)
+    OperationState after;               // the whole row state after the call
+    bool row_changed = false;           // false: nothing but events and metrics to write
+    Payload result = Payload::keep;
+    Payload error = Payload::keep;
+    std::vector<Event> events;          // in order
+    Metrics metrics;
+};
+
+// Why a call was refused. The SQL layer maps code to a SQLSTATE (reuse: OL001,
+// the others: OL002) and may add to detail what only it knows (the differing JSON
+// Pointers of a reuse).
+enum class RefusalCode : std::uint8_t {
+    reuse_other_tool,     // OL001: same ID, another tool
+    reuse_other_args,     // OL001: same ID, another argument fingerprint
+    wrong_state,          // OL002: the call does not apply to the operation's status
+    stale_attempt,        // OL002: the fencing token names an attempt that is not current
+    attempt_not_started,  // OL002: a late success names an attempt that never started
+    already_approved,     // OL002
+};
+struct Refusal {
+    RefusalCode code;
+    std::string message;
+    std::string detail;
+    std::string hint;
+};
+
+using Verdict = std::variant<Transition, Refusal>;
+
+// ---------------------------------------------------------------------------
+// The calls. Each names what the SQL layer knows of it; `now` is the wall clock
+// at the call, read once.
+
+struct BeginCall {
+    bool same_tool = true;         // the stored operation's tool is the call's tool
+    bool same_fingerprint = true;  // the call's argument fingerprint equals the stored one
+    std::optional<std::string> worker;
+    std::optional<Micros> lease;   // overrides the policy's lease; must be > 0
+};
+
+struct SucceedCall {
+    std::optional<int> attempt;  // fencing token; an older attempt is a late success
+    std::optional<std::string> provider_ref;
+    // Only read when the operation already succeeded: the call's result equals the
+    // stored one (jsonb equality, SQL NULL equal only to SQL NULL).
+    bool same_result = false;
+};
+
+struct FailCall {
+    bool retryable = false;
+    std::optional<int> attempt;
+    std::optional<std::string> provider_ref;
+};
+
+struct MarkUnknownCall {
+    std::optional<int> attempt;
+    bool has_error = false;  // the call passed an error (else the stored error is kept)
+    std::optional<std::string> provider_ref;
+};
+
+enum class Outcome : std::uint8_t { applied, not_applied, failed };
+std::optional<Outcome> parse_outcome(std::string_view name) noexcept;
+const char* outcome_name(Outcome outcome) noexcept;
+
+struct ResolveCall {
+    Outcome outcome = Outcome::applied;
+    std::optional<int> attempt;
+    std::optional<std::string> provider_ref;
+    std::optional<std::string> resolver;
+    bool manual = false;
+    bool has_result = false;  // failed: the result is stored as the error when given
+};
+
+struct ApproveCall {
+    std::string approver;
+    std::optional<std::string> note;
+};
+
+struct ClaimCall {
+    std::string worker;
+    Micros lease = 0;  // > 0
+};
+
+// op_begin for an ID that has no operation yet: always a transition.
+Transition begin_new(const Policy& policy, const BeginCall& call, Micros now);
+// op_begin for an existing operation (expires its lease first when it ran out).
+Verdict begin_existing(const OperationState& state, const Policy& policy, const BeginCall& call, Micros now);
+
+Verdict succeed(const OperationState& state, const Policy& policy, const SucceedCall& call, Micros now);
+Verdict fail(const OperationState& state, const Policy& policy, const FailCall& call, Micros now);
+Verdict mark_unknown(const OperationState& state, const Policy& policy, const MarkUnknownCall& call, Micros now);
+Verdict resolve(const OperationState& state, const Policy& policy, const ResolveCall& call, Micros now);
+Verdict approve(const OperationState& state, const ApproveCall& call, Micros now);
+
+// Whether a pending operation's lease ran out at now.
+bool lease_expired(const OperationState& state, Micros now) noexcept;
+// op_sweep: the expiry of a pending operation whose lease ran out (lease_expired
+// must be true). noticed_by goes into the event detail ("op_sweep").
+Transition expire_lease(const OperationState& state, const Policy& policy, Micros now, std::string_view noticed_by);
+// Whether op_claim_reconciliation may claim the operation now: unknown, and no live claim.
+bool claimable(const OperationState& state, Micros now) noexcept;
+// op_claim_reconciliation: the claim of a claimable operation (counts nothing).
+Transition claim(const OperationState& state, const ClaimCall& call, Micros now);
+
+}  // namespace opledger::core::ledger

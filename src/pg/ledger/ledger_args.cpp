@@ -1,0 +1,94 @@
+// Argument validation and errors of the op_* functions (see ledger_args.hpp).
+#include "pg/ledger/ledger_args.hpp"
+
+#include <limits>
+
+#include "pg/ledger/ledger_gucs.hpp"
+
+extern "C" {
+#include "utils/jsonb.h"
+}
+
+namespace opledger::pg::ledger {
+
+[[noreturn]] void invalid_parameter(const std::string& message, const std::string& detail, const std::string& hint) {
+    throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, message, detail, hint);
+}
+
+[[noreturn]] void raise_refusal(const core::ledger::Refusal& refusal, const std::string& extra_detail) {
+    using core::ledger::RefusalCode;
+    const bool reuse = refusal.code == RefusalCode::reuse_other_tool || refusal.code == RefusalCode::reuse_other_args;
+    std::string detail = extra_detail;
+    if (!refusal.detail.empty()) detail += (detail.empty() ? "" : " ") + refusal.detail;
+    throw SqlError(reuse ? kOL001 : kOL002, refusal.message, detail, refusal.hint);
+}
+
+[[noreturn]] void raise_no_operation(const char* function) {
+    throw SqlError(kOL002, std::string(function) + ": the operation does not exist",
+                   "Reports and decisions apply only to operations that op_begin created.",
+                   "Call opledger.op_begin first, and check the operation ID.");
+}
+
+void require_not_null(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
+    if (PG_ARGISNULL(argno))
+        throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(function) + ": " + name + " must not be null");
+}
+
+std::string name_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
+    require_not_null(fcinfo, argno, function, name);
+    const std::string value = text_to_string(PG_GETARG_DATUM(argno));
+    if (value.empty()) invalid_parameter(std::string(function) + ": " + name + " must not be empty");
+    if (value.size() > kMaxNameBytes)
+        invalid_parameter(std::string(function) + ": " + name + " is too long",
+                          "It has " + std::to_string(value.size()) + " bytes; the limit is " +
+                              std::to_string(kMaxNameBytes) + ".");
+    return value;
+}
+
+TextArg optional_text_arg(FunctionCallInfo fcinfo, int argno) {
+    if (PG_ARGISNULL(argno)) return TextArg{};
+    return TextArg{Value::of(PG_GETARG_DATUM(argno)), text_to_string(PG_GETARG_DATUM(argno))};
+}
+
+std::optional<int> attempt_arg(FunctionCallInfo fcinfo, int argno, const char* function) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    const int attempt = PG_GETARG_INT32(argno);
+    if (attempt <= 0)
+        invalid_parameter(std::string(function) + ": attempt must be positive, not " + std::to_string(attempt));
+    return attempt;
+}
+
+int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
+    require_not_null(fcinfo, argno, function, name);
+    const int value = PG_GETARG_INT32(argno);
+    if (value <= 0)
+        invalid_parameter(std::string(function) + ": " + name + " must be positive, not " + std::to_string(value));
+    return value;
+}
+
+int64_t interval_us(const Interval* span) {
+    // Months count as 30 days: leases and backoff are durations, not calendar steps.
+    const long double us = static_cast<long double>(span->time) +
+                           static_cast<long double>(span->day) * USECS_PER_DAY +
+                           static_cast<long double>(span->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    constexpr int64_t limit = std::numeric_limits<int64_t>::max() / 4;
+    if (us > static_cast<long double>(limit)) return limit;
+    if (us < -static_cast<long double>(limit)) return -limit;
+    return static_cast<int64_t>(us);
+}
+
+Value jsonb_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
+    if (PG_ARGISNULL(argno)) return Value{};
+    Jsonb* value = pg_call([&] { return PG_GETARG_JSONB_P(argno); });
+    const std::size_t size = VARSIZE(value) - VARHDRSZ;
+    if (size > static_cast<std::size_t>(ledger_max_payload_bytes)) {
+        throw SqlError(ERRCODE_PROGRAM_LIMIT_EXCEEDED, std::string(function) + ": " + name + " is too large",
+                       "The value takes " + std::to_string(size) + " bytes as jsonb; opledger.max_payload_bytes is " +
+                           std::to_string(ledger_max_payload_bytes) + ".",
+                       "Store large payloads elsewhere and pass a reference, or have a superuser raise "
+                       "opledger.max_payload_bytes.");
+    }
+    return Value::of(PointerGetDatum(value));
+}
+
+}  // namespace opledger::pg::ledger

@@ -1,0 +1,115 @@
+// Tool policies (read from opledger.tools through the backend's cache) and fingerprints.
+#include "pg/ledger/ledger_policy.hpp"
+
+#include <optional>
+
+#include "pg/ledger/ledger_args.hpp"
+#include "pg/ledger/ledger_gucs.hpp"
+#include "pg/ledger/tool_cache.hpp"
+
+extern "C" {
+#include "catalog/pg_type_d.h"
+#include "utils/array.h"
+}
+
+namespace opledger::pg::ledger {
+namespace {
+
+std::vector<std::string> text_array(Datum array_datum) {
+    ArrayType* array = pg_call([&] { return DatumGetArrayTypeP(array_datum); });
+    Datum* elements = nullptr;
+    bool* nulls = nullptr;
+    int count = 0;
+    pg_call([&] { deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &elements, &nulls, &count); });
+    std::vector<std::string> out;
+    out.reserve(count);
+    for (int i = 0; i < count; ++i)
+        if (!nulls[i]) out.push_back(text_to_string(elements[i]));
+    return out;
+}
+
+[[noreturn]] void raise_unregistered() {
+    throw SqlError(kOL003, "op_begin: the tool is not registered",
+                   "opledger.require_registered_tools is on, so op_begin accepts registered tools only.",
+                   "Register it with opledger.register_tool(tool, effect, ...), or check the tool name.");
+}
+
+// The policy row of a tool: effect, max_attempts, lease, backoff_base, backoff_max,
+// hash_exclude, redact (PlanId::policy); the defaults when there is none.
+ToolPolicy load_policy(Datum tool_datum) {
+    Datum values[1] = {tool_datum};
+    execute(PlanId::policy, values, nullptr, 1);
+    ToolPolicy policy;
+    if (SPI_processed == 0) return policy;
+    SPITupleTable* table = SPI_tuptable;
+    bool is_null = false;
+    core::ledger::Policy& rules = policy.rules;
+    rules.registered = true;
+    rules.effect = core::ledger::parse_effect(text_to_string(column(table, 0, 0, &is_null)))
+                       .value_or(core::ledger::Effect::non_idempotent_write);
+    rules.max_attempts = DatumGetInt32(column(table, 0, 1, &is_null));
+    rules.lease = interval_us(DatumGetIntervalP(column(table, 0, 2, &is_null)));
+    rules.backoff_base = interval_us(DatumGetIntervalP(column(table, 0, 3, &is_null)));
+    rules.backoff_max = interval_us(DatumGetIntervalP(column(table, 0, 4, &is_null)));
+    policy.hash_exclude = text_array(column(table, 0, 5, &is_null));
+    policy.redact = text_array(column(table, 0, 6, &is_null));
+    return policy;
+}
+
+}  // namespace
+
+ToolPolicy policy_for(Datum tool_datum, const std::string& tool, bool enforce_registration) {
+    std::optional<ToolPolicy> cached = find_cached_policy(tool);
+    if (!cached) {
+        const std::uint64_t generation = policy_cache_generation();
+        cached = load_policy(tool_datum);
+        remember_policy(tool, *cached, generation);
+    }
+    if (!cached->rules.registered && enforce_registration && ledger_require_registered_tools) raise_unregistered();
+    return std::move(*cached);
+}
+
+std::string hmac_key() {
+    execute(PlanId::hmac_key, nullptr, nullptr, 1);
+    if (SPI_processed == 0) {
+        // Normally created by register_tool; created here if a tool row came another way.
+        unsigned char secret[32];
+        const bool ok = pg_call([&] { return pg_strong_random(secret, sizeof secret); });
+        if (!ok) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: could not generate a random fingerprint key");
+        Datum values[1] = {string_to_bytea(std::string_view(reinterpret_cast<char*>(secret), sizeof secret))};
+        execute(PlanId::hmac_key_create, values, nullptr, 0);
+        execute(PlanId::hmac_key, nullptr, nullptr, 1);
+        if (SPI_processed == 0) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the fingerprint key is missing");
+    }
+    bool is_null = false;
+    return bytea_to_string(column(SPI_tuptable, 0, 0, &is_null));
+}
+
+Fingerprinter::Fingerprinter(const ToolPolicy& policy)
+    : policy_(policy),
+      exclude_(core::PointerSet::parse(policy.hash_exclude)),
+      redact_(core::PointerSet::parse(policy.redact)) {}
+
+std::string Fingerprinter::fingerprint(const core::Document& doc, const std::string& alg) const {
+    core::WriteOptions options;
+    if (!exclude_.empty()) options.exclude = &exclude_;
+    const std::string canonical = doc.canonical(options);
+    core::Sha256Digest digest;
+    if (alg == kAlgSha) {
+        digest = core::sha256(canonical);
+    } else if (alg == kAlgHmac) {
+        digest = core::hmac_sha256(hmac_key(), canonical);
+    } else {
+        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "op_begin: the operation's fingerprint algorithm is not supported",
+                       "This version of opledger computes jcs-sha256/1 and jcs-hmac-sha256/1 only.");
+    }
+    return std::string(reinterpret_cast<const char*>(digest.data()), digest.size());
+}
+
+std::string Fingerprinter::stored_text(const core::Document& doc) const {
+    core::WriteOptions options;
+    if (!redact_.empty()) options.redact = &redact_;
+    return doc.canonical(options);
+}
+
+}  // namespace opledger::pg::ledger

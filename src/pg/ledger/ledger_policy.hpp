@@ -1,0 +1,48 @@
+// A tool's policy (SPEC §2) as the ledger uses it, and the argument fingerprint.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/jcs.hpp"
+#include "core/ledger/state_machine.hpp"
+#include "pg/ledger/ledger_sql.hpp"
+
+namespace opledger::pg::ledger {
+
+inline constexpr const char* kAlgSha = "jcs-sha256/1";
+inline constexpr const char* kAlgHmac = "jcs-hmac-sha256/1";
+
+struct ToolPolicy {
+    core::ledger::Policy rules;          // what the state machine decides by
+    std::vector<std::string> hash_exclude;  // JSON Pointers left out of the fingerprint
+    std::vector<std::string> redact;        // JSON Pointers never stored
+};
+
+// The policy from the backend's tool cache (tool_cache.hpp), loaded on a miss. With
+// enforce_registration, an unregistered tool raises OL003 while
+// opledger.require_registered_tools is on.
+ToolPolicy policy_for(Datum tool_datum, const std::string& tool, bool enforce_registration);
+
+// The per-database fingerprint key (created on first need).
+std::string hmac_key();
+
+// Fingerprints and the stored form of a call's arguments under a policy.
+class Fingerprinter {
+public:
+    explicit Fingerprinter(const ToolPolicy& policy);
+    const ToolPolicy& policy() const { return policy_; }
+    const core::PointerSet& excluded() const { return exclude_; }
+    // jcs-sha256/1 normally, jcs-hmac-sha256/1 for a tool with redact paths.
+    const char* default_alg() const { return policy_.redact.empty() ? kAlgSha : kAlgHmac; }
+    std::string fingerprint(const core::Document& doc, const std::string& alg) const;
+    // Canonical text, with the values at redact paths replaced.
+    std::string stored_text(const core::Document& doc) const;
+
+private:
+    const ToolPolicy& policy_;
+    core::PointerSet exclude_;
+    core::PointerSet redact_;
+};
+
+}  // namespace opledger::pg::ledger

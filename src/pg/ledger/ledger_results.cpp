@@ -1,0 +1,131 @@
+// Result rows of the op_* functions (see ledger_results.hpp).
+#include "pg/ledger/ledger_results.hpp"
+
+#include <cstring>
+#include <vector>
+
+extern "C" {
+#include "access/htup_details.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+}
+
+namespace opledger::pg::ledger {
+namespace {
+
+bool column_named(TupleDesc desc, int index_0, const char* name) {
+    return index_0 < desc->natts && !TupleDescAttr(desc, index_0)->attisdropped &&
+           strcmp(NameStr(TupleDescAttr(desc, index_0)->attname), name) == 0;
+}
+
+// The attribute number of `name` in a returned row, looked for first at index_0.
+int returned_attno(TupleDesc desc, const char* name, int index_0) {
+    if (column_named(desc, index_0, name)) return index_0 + 1;
+    const int attno = SPI_fnumber(desc, name);
+    if (attno <= 0)
+        throw SqlError(ERRCODE_UNDEFINED_COLUMN, "opledger: a column of opledger.operations is missing",
+                       "The result row type and the table disagree; reinstall or update the extension.");
+    return attno;
+}
+
+// Whether a row returned as `returned` (RETURNING o.*) is laid out exactly as
+// `target`, the operations row type: same columns, in the same order, none dropped.
+bool same_layout(TupleDesc returned, TupleDesc target) {
+    if (returned->natts != target->natts) return false;
+    for (int i = 0; i < target->natts; ++i) {
+        const Form_pg_attribute r = TupleDescAttr(returned, i);
+        const Form_pg_attribute t = TupleDescAttr(target, i);
+        if (t->attisdropped || r->atttypid != t->atttypid || r->atttypmod != t->atttypmod ||
+            strcmp(NameStr(r->attname), NameStr(t->attname)) != 0)
+            return false;
+    }
+    return true;
+}
+
+Datum form_result(TupleDesc desc, Datum* values, bool* nulls) {
+    return pg_call([&] {
+        HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+        return PointerGetDatum(SPI_returntuple(tuple, desc));
+    });
+}
+
+}  // namespace
+
+TupleDesc result_descriptor(FunctionCallInfo fcinfo) {
+    TupleDesc desc = pg_call([&]() -> TupleDesc {
+        TupleDesc found = nullptr;
+        if (get_call_result_type(fcinfo, nullptr, &found) != TYPEFUNC_COMPOSITE) return nullptr;
+        return BlessTupleDesc(found);
+    });
+    if (desc == nullptr)
+        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                       "opledger: function returning a row called in a context that cannot accept it");
+    return desc;
+}
+
+void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls) {
+    for (int i = 0; i < target->natts; ++i) {
+        Form_pg_attribute attr = TupleDescAttr(target, i);
+        if (attr->attisdropped) {
+            values[i] = 0;
+            nulls[i] = true;
+            continue;
+        }
+        // The operations row type and RETURNING o.* share the table's order.
+        const int attno = returned_attno(w.desc, NameStr(attr->attname), i);
+        values[i] = SPI_getbinval(w.tuple, w.desc, attno, &nulls[i]);
+    }
+}
+
+Datum return_operations_row(const WrittenRow& w, TupleDesc desc) {
+    // The common case: the statement returned the row in the result's own layout,
+    // so it is handed back as it is instead of taken apart and formed again.
+    if (same_layout(w.desc, desc)) {
+        const HeapTuple tuple = w.tuple;
+        return pg_call([&] { return PointerGetDatum(SPI_returntuple(tuple, desc)); });
+    }
+    std::vector<Datum> values(desc->natts);
+    std::vector<char> nulls_storage(desc->natts);
+    bool* nulls = reinterpret_cast<bool*>(nulls_storage.data());
+    operations_values(w, desc, values.data(), nulls);
+    return form_result(desc, values.data(), nulls);
+}
+
+Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
+                   const std::optional<core::ledger::Micros>& retry_after) {
+    constexpr int kColumns = 13;
+    if (desc->natts != kColumns)
+        throw SqlError(ERRCODE_DATATYPE_MISMATCH, "opledger: begin_result does not have the expected 13 columns");
+    const core::ledger::OperationState& s = row.state;
+    const Oid status_type = TupleDescAttr(desc, 2)->atttypid;
+    const char* status = core::ledger::status_name(s.status);
+    const Datum status_datum = pg_call([&] {
+        return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
+    });
+    Datum values[kColumns];
+    bool nulls[kColumns];
+    auto put = [&](int i, const Value& v) {
+        values[i] = v.null ? 0 : v.datum;
+        nulls[i] = v.null;
+    };
+    auto put_time = [&](int i, const std::optional<core::ledger::Micros>& t) {
+        put(i, t ? Value::of(TimestampTzGetDatum(*t)) : Value{});
+    };
+    put(0, Value::of(string_to_text(core::ledger::decision_name(decision))));
+    put(1, row.operation_id);
+    put(2, Value::of(status_datum));
+    put(3, Value::of(Int32GetDatum(s.attempt)));
+    put(4, row.result);
+    put(5, row.error);
+    put(6, s.provider_ref ? Value::of(string_to_text(*s.provider_ref)) : Value{});
+    put_time(7, retry_after);
+    put_time(8, s.lease_expires_at);
+    put_time(9, s.finished_at);
+    put(10, Value::of(BoolGetDatum(s.purged)));
+    put(11, Value::of(string_to_text(row.fingerprint_alg)));
+    put(12, Value::of(string_to_bytea(row.args_hash)));
+    return form_result(desc, values, nulls);
+}
+
+}  // namespace opledger::pg::ledger

@@ -1,0 +1,22 @@
+// What the op_* functions hand back to SQL: opledger.begin_result for op_begin, an
+// opledger.operations row for the reports and op_claim_reconciliation.
+#pragma once
+
+#include "pg/ledger/ledger_store.hpp"
+
+namespace opledger::pg::ledger {
+
+// The function's declared composite result type, blessed (call before SPI_connect).
+TupleDesc result_descriptor(FunctionCallInfo fcinfo);
+
+// Values of a written operations row laid out for `target` (the operations row
+// type, possibly with dropped columns).
+void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls);
+// The written row as the function's result (call before SPI_finish).
+Datum return_operations_row(const WrittenRow& w, TupleDesc desc);
+
+// op_begin's answer for the operation as it is after the call.
+Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
+                   const std::optional<core::ledger::Micros>& retry_after);
+
+}  // namespace opledger::pg::ledger

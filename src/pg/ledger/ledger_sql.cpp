@@ -1,0 +1,107 @@
+// Saved SPI plans of the ledger (texts from ledger_tables.cpp) and small Datum helpers.
+#include "pg/ledger/ledger_sql.hpp"
+
+#include "pg/ledger/ledger_tables.hpp"
+
+extern "C" {
+#include "catalog/pg_type_d.h"
+#include "nodes/parsenodes.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+}
+
+namespace opledger::pg::ledger {
+namespace {
+
+// Saved plans live in CacheMemoryContext (SPI_keepplan) for the backend's lifetime.
+SPIPlanPtr saved_plans[static_cast<int>(PlanId::count_)] = {};
+
+SPIPlanPtr plan_for(PlanId id) {
+    const int index = static_cast<int>(id);
+    if (saved_plans[index] != nullptr) return saved_plans[index];
+    const StatementText text = statement_text(id);
+    const char* sql = text.sql.c_str();
+    const int nargs = static_cast<int>(text.types.size());
+    Oid* types = const_cast<Oid*>(text.types.data());
+    int failure = 0;
+    SPIPlanPtr plan = pg_call([&]() -> SPIPlanPtr {
+        SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+        if (prepared == nullptr) {
+            failure = SPI_result;
+            return nullptr;
+        }
+        if (SPI_keepplan(prepared) != 0) {
+            failure = SPI_ERROR_ARGUMENT;
+            return nullptr;
+        }
+        return prepared;
+    });
+    if (plan == nullptr)
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: could not prepare a ledger statement",
+                       std::string("SPI returned ") + SPI_result_code_string(failure) + ".");
+    saved_plans[index] = plan;
+    return plan;
+}
+
+}  // namespace
+
+int execute(PlanId id, const Datum* values, const char* nulls, long count) {
+    SPIPlanPtr plan = plan_for(id);
+    Datum* mutable_values = const_cast<Datum*>(values);
+    const int rc = pg_call([&] { return SPI_execute_plan(plan, mutable_values, nulls, false, count); });
+    if (rc < 0) {
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: a ledger statement failed",
+                       std::string("SPI returned ") + SPI_result_code_string(rc) + ".");
+    }
+    return rc;
+}
+
+Datum column(SPITupleTable* table, uint64 row, int column_index_0, bool* is_null) {
+    // heap_getattr on a materialized tuple: no catalog access, cannot ereport.
+    return SPI_getbinval(table->vals[row], table->tupdesc, column_index_0 + 1, is_null);
+}
+
+std::string text_to_string(Datum text_datum) {
+    text* value = pg_call([&] { return pg_detoast_datum_packed(reinterpret_cast<struct varlena*>(DatumGetPointer(text_datum))); });
+    return std::string(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+Datum string_to_text(std::string_view value) {
+    const char* data = value.data();
+    const int length = static_cast<int>(value.size());
+    return pg_call([&] { return PointerGetDatum(cstring_to_text_with_len(data, length)); });
+}
+
+Datum json_text_to_jsonb(const char* text) {
+    return pg_call([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(text)); });
+}
+
+std::string bytea_to_string(Datum bytea_datum) {
+    bytea* value = pg_call([&] { return pg_detoast_datum_packed(reinterpret_cast<struct varlena*>(DatumGetPointer(bytea_datum))); });
+    return std::string(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+Datum string_to_bytea(std::string_view bytes) {
+    const char* data = bytes.data();
+    const std::size_t length = bytes.size();
+    return pg_call([&] {
+        bytea* out = static_cast<bytea*>(palloc(VARHDRSZ + length));
+        SET_VARSIZE(out, VARHDRSZ + length);
+        memcpy(VARDATA(out), data, length);
+        return PointerGetDatum(out);
+    });
+}
+
+SpiConnection::SpiConnection() {
+    const int rc = pg_call([&] { return SPI_connect(); });
+    if (rc != SPI_OK_CONNECT) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: SPI_connect failed");
+    connected_ = true;
+}
+
+void SpiConnection::finish() {
+    if (!connected_) return;
+    connected_ = false;
+    pg_call([&] { SPI_finish(); });
+}
+
+}  // namespace opledger::pg::ledger

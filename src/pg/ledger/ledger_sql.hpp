@@ -1,0 +1,86 @@
+// SPI access for the ledger. Every statement the ledger runs is one of the saved
+// plans below: prepared once per backend with a generic plan (SPI_prepare_cursor,
+// CURSOR_OPT_GENERIC_PLAN) and kept in CacheMemoryContext (SPI_keepplan), so the hot
+// path neither parses nor plans; PostgreSQL's plan cache revalidates them after DDL.
+// Their texts are built from the column lists of ledger_tables.hpp, so each table's
+// columns are written down once. Every row the ledger writes goes through one of
+// these statements, through the executor: triggers, constraints, RLS, publications,
+// pgaudit and read-only transactions see it like any other write.
+//
+// Every statement is correct under any search_path: tables are schema-qualified, and
+// operators and functions are qualified with pg_catalog (OPERATOR(pg_catalog.=)),
+// although the op_* functions also pin search_path = pg_catalog, pg_temp.
+// Every PostgreSQL call here goes through pg_call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pg/boundary.hpp"
+
+// executor/spi.h reaches s_lock.h, whose C code uses `register` (not C++17).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wregister"
+extern "C" {
+#include "executor/spi.h"
+#include "utils/timestamp.h"
+}
+#pragma GCC diagnostic pop
+
+namespace opledger::pg::ledger {
+
+enum class PlanId : int {
+    policy,            // a tool's policy by name
+    hmac_key,          // the fingerprint key
+    hmac_key_create,   // create it when missing
+    read_operation,    // one operation, unlocked
+    lock_operation,    // one operation, FOR UPDATE
+    insert_operation,  // a new operation (ON CONFLICT DO NOTHING), RETURNING it
+    update_operation,  // any transition of a locked operation, RETURNING o.*
+    insert_event,      // one audit-trail row
+    count_in_slot,     // add counter deltas to an unlocked counters row of the tool
+    count_new_slot,    // or to a new one
+    sweep_candidates,  // pending operations whose lease ran out, FOR UPDATE SKIP LOCKED
+    claim_candidates,  // unknown operations without a live claim, FOR UPDATE SKIP LOCKED
+    count_
+};
+
+// Runs a saved plan; returns the SPI result code (>= 0) or throws.
+int execute(PlanId id, const Datum* values, const char* nulls, long count);
+
+// A column of the current SPI_tuptable row.
+Datum column(SPITupleTable* table, uint64 row, int column_index_0, bool* is_null);
+
+// Text helpers (detoast / palloc through pg_call).
+std::string text_to_string(Datum text_datum);
+Datum string_to_text(std::string_view value);
+Datum json_text_to_jsonb(const char* json);
+std::string bytea_to_string(Datum bytea_datum);
+Datum string_to_bytea(std::string_view bytes);
+// Appends value as a JSON string (for the small JSON texts built here: NOTIFY payloads).
+void append_json_string(std::string& out, std::string_view value);
+
+// A nullable Datum.
+struct Value {
+    Datum datum = 0;
+    bool null = true;
+    static Value of(Datum d) { return Value{d, false}; }
+};
+
+// Connection scope: SPI_connect in the constructor, SPI_finish in finish().
+// If an error unwinds before finish(), PostgreSQL's abort processing cleans SPI up.
+class SpiConnection {
+public:
+    SpiConnection();
+    void finish();
+    ~SpiConnection() = default;
+    SpiConnection(const SpiConnection&) = delete;
+    SpiConnection& operator=(const SpiConnection&) = delete;
+
+private:
+    bool connected_ = false;
+};
+
+}  // namespace opledger::pg::ledger

@@ -1,0 +1,362 @@
+// The ledger's row reads and writes (see ledger_store.hpp).
+#include "pg/ledger/ledger_store.hpp"
+
+#include <array>
+#include <cstring>
+
+#include "pg/ledger/ledger_gucs.hpp"
+#include "pg/ledger/ledger_tables.hpp"
+
+extern "C" {
+#include "commands/async.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+}
+
+namespace opledger::pg::ledger {
+namespace {
+
+// ---------------------------------------------------------------------------
+// opledger.op_status values, read as the enum's OIDs (no text conversion per
+// row). The OIDs of the labels are learned once per enum type OID: a recreated
+// extension has a new type, and its rows then carry OIDs of the new type.
+
+struct StatusOids {
+    Oid type = InvalidOid;
+    std::array<Oid, sm::kStatusCount> label{};
+};
+StatusOids status_oids;
+
+void learn_status_oids(Oid type) {
+    std::array<Oid, sm::kStatusCount> labels{};
+    for (int i = 0; i < sm::kStatusCount; ++i) {
+        const char* name = sm::status_name(static_cast<sm::Status>(i));
+        labels[i] = pg_call([&] {
+            return DatumGetObjectId(DirectFunctionCall2(enum_in, CStringGetDatum(name), ObjectIdGetDatum(type)));
+        });
+    }
+    status_oids.type = type;
+    status_oids.label = labels;
+}
+
+sm::Status status_of(Datum value, Oid type) {
+    if (status_oids.type != type) learn_status_oids(type);
+    const Oid oid = DatumGetObjectId(value);
+    for (int i = 0; i < sm::kStatusCount; ++i)
+        if (status_oids.label[i] == oid) return static_cast<sm::Status>(i);
+    throw SqlError(ERRCODE_DATA_CORRUPTED, "opledger: an operation has a status this version does not know");
+}
+
+// ---------------------------------------------------------------------------
+// Reading
+
+Value value_at(SPITupleTable* table, uint64 index, int col) {
+    Value v;
+    v.datum = column(table, index, col, &v.null);
+    return v;
+}
+
+std::optional<std::string> text_at(SPITupleTable* table, uint64 index, int col) {
+    const Value v = value_at(table, index, col);
+    if (v.null) return std::nullopt;
+    return text_to_string(v.datum);
+}
+
+std::optional<sm::Micros> time_at(SPITupleTable* table, uint64 index, int col) {
+    const Value v = value_at(table, index, col);
+    if (v.null) return std::nullopt;
+    return DatumGetTimestampTz(v.datum);
+}
+
+int int_at(SPITupleTable* table, uint64 index, int col) {
+    const Value v = value_at(table, index, col);
+    return v.null ? 0 : DatumGetInt32(v.datum);
+}
+
+// ---------------------------------------------------------------------------
+// Writing
+
+// The parameters of insert_operation / update_operation.
+struct OperationParams {
+    std::array<Datum, kOperationParams> values{};
+    std::array<char, kOperationParams> nulls{};
+
+    void set(int position, const Value& v) {
+        values[position] = v.null ? 0 : v.datum;
+        nulls[position] = v.null ? 'n' : ' ';
+    }
+    void set_text(int position, const std::optional<std::string>& s) {
+        set(position, s ? Value::of(string_to_text(*s)) : Value{});
+    }
+    void set_time(int position, const std::optional<sm::Micros>& t) {
+        set(position, t ? Value::of(TimestampTzGetDatum(*t)) : Value{});
+    }
+    void set_int(int position, int v) { set(position, Value::of(Int32GetDatum(v))); }
+    void set_bool(int position, bool v) { set(position, Value::of(BoolGetDatum(v))); }
+};
+
+// What a payload column holds after a transition.
+Value payload_after(const Value& before, sm::Payload payload, const Value& from_call) {
+    switch (payload) {
+        case sm::Payload::keep:
+            return before;
+        case sm::Payload::clear:
+            return Value{};
+        case sm::Payload::from_call:
+            return from_call;
+        case sm::Payload::lease_expired:
+        case sm::Payload::lease_expired_exhausted:
+            return Value::of(json_text_to_jsonb(sm::payload_constant(payload)));
+    }
+    return before;
+}
+
+void fill_params(OperationParams& p, const OperationRow& row, const sm::OperationState& s, sm::Micros now) {
+    p.set(oc_operation_id, row.operation_id);
+    p.set(oc_conversation_id, row.conversation_id);
+    p.set(oc_tool, row.tool_datum);
+    p.set(oc_args, row.args);
+    p.set(oc_args_hash, Value::of(string_to_bytea(row.args_hash)));
+    p.set(oc_fingerprint_alg, Value::of(string_to_text(row.fingerprint_alg)));
+    p.set(oc_status, Value::of(string_to_text(sm::status_name(s.status))));
+    p.set_int(oc_attempt, s.attempt);
+    p.set_text(oc_lease_owner, s.lease_owner);
+    p.set_time(oc_lease_expires_at, s.lease_expires_at);
+    p.set_time(oc_retry_after, s.retry_after);
+    p.set(oc_result, row.result);
+    p.set(oc_error, row.error);
+    p.set_text(oc_provider_ref, s.provider_ref);
+    p.set_time(oc_finished_at, s.finished_at);
+    p.set_text(oc_approved_by, s.approved_by);
+    p.set_time(oc_approved_at, s.approved_at);
+    p.set_text(oc_approval_note, s.approval_note);
+    p.set_time(oc_unknown_since, s.unknown_since);
+    p.set_time(oc_resolved_at, s.resolved_at);
+    p.set_text(oc_resolved_by, s.resolved_by);
+    p.set_text(oc_resolution, s.resolution);
+    p.set_text(oc_claim_owner, s.claim_owner);
+    p.set_time(oc_claim_expires_at, s.claim_expires_at);
+    p.set_int(oc_late_successes, s.late_successes);
+    p.set_int(oc_duplicate_effects, s.duplicate_effects);
+    p.set_int(oc_manual_interventions, s.manual_interventions);
+    p.set_bool(oc_purged, s.purged);
+    p.set(op_now, Value::of(TimestampTzGetDatum(now)));
+    p.set_bool(op_set_result, false);
+    p.set_bool(op_set_error, false);
+}
+
+// An event's detail object: the state machine's items, plus the call's payload
+// under payload_key (SQL NULL becomes JSON null). C-style: may ereport.
+Datum detail_jsonb(const sm::Event& e, const Value& payload) {
+    JsonbParseState* state = nullptr;
+    pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+    auto key = [&](const std::string& name) {
+        JsonbValue k;
+        k.type = jbvString;
+        k.val.string.len = static_cast<int>(name.size());
+        k.val.string.val = const_cast<char*>(name.data());
+        pushJsonbValue(&state, WJB_KEY, &k);
+    };
+    for (const sm::DetailItem& item : e.detail) {
+        key(item.key);
+        JsonbValue v;
+        if (const std::string* s = std::get_if<std::string>(&item.value)) {
+            v.type = jbvString;
+            v.val.string.len = static_cast<int>(s->size());
+            v.val.string.val = const_cast<char*>(s->data());
+        } else if (const long long* n = std::get_if<long long>(&item.value)) {
+            v.type = jbvNumeric;
+            v.val.numeric = int64_to_numeric(*n);
+        } else {
+            v.type = jbvBool;
+            v.val.boolean = *std::get_if<bool>(&item.value);
+        }
+        pushJsonbValue(&state, WJB_VALUE, &v);
+    }
+    if (e.payload_key) {
+        key(*e.payload_key);
+        JsonbValue v;
+        if (payload.null) {
+            v.type = jbvNull;
+        } else {
+            Jsonb* given = DatumGetJsonbP(payload.datum);
+            v.type = jbvBinary;  // pushJsonbValue unpacks containers and scalars alike
+            v.val.binary.data = &given->root;
+            v.val.binary.len = static_cast<int>(VARSIZE(given) - VARHDRSZ);
+        }
+        pushJsonbValue(&state, WJB_VALUE, &v);
+    }
+    JsonbValue* result = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
+    return JsonbPGetDatum(JsonbValueToJsonb(result));
+}
+
+void append_event(Datum operation_id, const sm::Event& e, const CallValues& call, sm::Micros now) {
+    std::array<Datum, kEventColumns> values{};
+    std::array<char, kEventColumns> nulls{};
+    auto put = [&](int i, const Value& v) {
+        values[i] = v.null ? 0 : v.datum;
+        nulls[i] = v.null ? 'n' : ' ';
+    };
+    put(ec_operation_id, Value::of(operation_id));
+    put(ec_at, Value::of(TimestampTzGetDatum(now)));
+    put(ec_kind, Value::of(string_to_text(e.kind)));
+    put(ec_decision, e.decision ? Value::of(string_to_text(*e.decision)) : Value{});
+    put(ec_status_before, e.status_before ? Value::of(string_to_text(sm::status_name(*e.status_before))) : Value{});
+    put(ec_status_after, Value::of(string_to_text(sm::status_name(e.status_after))));
+    put(ec_attempt, e.attempt ? Value::of(Int32GetDatum(*e.attempt)) : Value{});
+    put(ec_worker, e.worker_from_call ? call.actor : Value{});
+    put(ec_provider_ref, e.provider_ref_from_call ? call.provider_ref : Value{});
+    if (!e.detail.empty() || e.payload_key) {
+        const Value payload = call.payload;
+        put(ec_detail, Value::of(pg_call([&] { return detail_jsonb(e, payload); })));
+    } else {
+        put(ec_detail, Value{});
+    }
+    execute(PlanId::insert_event, values.data(), nulls.data(), 0);
+}
+
+// This backend's counters row of the tool it counted last: asked for first, so that
+// a backend keeps to one row while it is free.
+std::string preferred_tool;
+int preferred_slot = -1;
+
+void add_counts(const Value& tool_datum, const std::string& tool, const sm::Metrics& m) {
+    const long long deltas[kCounterColumns] = {
+        m.begins, m.executions, m.duplicates_prevented, m.successes, m.failures, m.retries, m.unknowns,
+        m.late_successes, m.duplicate_effects, m.manual_interventions, m.resolutions,
+        m.in_status[0], m.in_status[1], m.in_status[2], m.in_status[3], m.in_status[4], m.in_status[5]};
+    bool any = false;
+    for (long long d : deltas) any = any || d != 0;
+    if (!any) return;
+    std::array<Datum, kCounterParamsBefore + kCounterColumns> values{};
+    values[0] = tool_datum.datum;
+    values[1] = Int32GetDatum(tool == preferred_tool ? preferred_slot : -1);
+    for (int i = 0; i < kCounterColumns; ++i) values[kCounterParamsBefore + i] = Int64GetDatum(deltas[i]);
+    execute(PlanId::count_in_slot, values.data(), nullptr, 0);
+    if (SPI_processed != 1) execute(PlanId::count_new_slot, values.data(), nullptr, 0);
+    if (SPI_processed != 1)
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the counters were not written");
+    bool is_null = false;
+    preferred_slot = DatumGetInt32(column(SPI_tuptable, 0, 0, &is_null));
+    preferred_tool = tool;
+}
+
+void notify(const OperationRow& row) {
+    std::string payload = "{\"operation_id\":";
+    append_json_string(payload, text_to_string(row.operation_id.datum));
+    payload += ",\"status\":\"";
+    payload += sm::status_name(row.state.status);
+    payload += "\"}";
+    const char* text = payload.c_str();
+    pg_call([&] { Async_Notify("opledger", text); });
+}
+
+void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
+                             sm::Micros now) {
+    for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
+    add_counts(row.tool_datum, row.tool, t.metrics);
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view value) {
+    out.push_back('"');
+    for (unsigned char c : value) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) {
+                    static const char hex[] = "0123456789abcdef";
+                    out += "\\u00";
+                    out.push_back(hex[c >> 4]);
+                    out.push_back(hex[c & 15]);
+                } else {
+                    out.push_back(static_cast<char>(c));
+                }
+        }
+    }
+    out.push_back('"');
+}
+
+OperationRow read_operation(SPITupleTable* table, uint64 index) {
+    OperationRow row;
+    sm::OperationState& s = row.state;
+    row.operation_id = value_at(table, index, oc_operation_id);
+    row.conversation_id = value_at(table, index, oc_conversation_id);
+    row.tool_datum = value_at(table, index, oc_tool);
+    row.tool = text_to_string(row.tool_datum.datum);
+    row.args = value_at(table, index, oc_args);
+    row.args_hash = bytea_to_string(value_at(table, index, oc_args_hash).datum);
+    row.fingerprint_alg = text_to_string(value_at(table, index, oc_fingerprint_alg).datum);
+    s.status = status_of(value_at(table, index, oc_status).datum, SPI_gettypeid(table->tupdesc, oc_status + 1));
+    s.attempt = int_at(table, index, oc_attempt);
+    s.lease_owner = text_at(table, index, oc_lease_owner);
+    s.lease_expires_at = time_at(table, index, oc_lease_expires_at);
+    s.retry_after = time_at(table, index, oc_retry_after);
+    row.result = value_at(table, index, oc_result);
+    row.error = value_at(table, index, oc_error);
+    s.provider_ref = text_at(table, index, oc_provider_ref);
+    s.finished_at = time_at(table, index, oc_finished_at);
+    s.approved_by = text_at(table, index, oc_approved_by);
+    s.approved_at = time_at(table, index, oc_approved_at);
+    s.approval_note = text_at(table, index, oc_approval_note);
+    s.unknown_since = time_at(table, index, oc_unknown_since);
+    s.resolved_at = time_at(table, index, oc_resolved_at);
+    s.resolved_by = text_at(table, index, oc_resolved_by);
+    s.resolution = text_at(table, index, oc_resolution);
+    s.claim_owner = text_at(table, index, oc_claim_owner);
+    s.claim_expires_at = time_at(table, index, oc_claim_expires_at);
+    s.late_successes = int_at(table, index, oc_late_successes);
+    s.duplicate_effects = int_at(table, index, oc_duplicate_effects);
+    s.manual_interventions = int_at(table, index, oc_manual_interventions);
+    s.purged = DatumGetBool(value_at(table, index, oc_purged).datum);
+    return row;
+}
+
+std::optional<OperationRow> fetch_operation(PlanId plan, Datum operation_id) {
+    Datum values[1] = {operation_id};
+    execute(plan, values, nullptr, 1);
+    if (SPI_processed == 0) return std::nullopt;
+    return read_operation(SPI_tuptable, 0);
+}
+
+std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, sm::Micros now) {
+    OperationParams p;
+    fill_params(p, row, t.after, now);
+    execute(PlanId::insert_operation, p.values.data(), p.nulls.data(), 0);
+    if (SPI_processed != 1) return std::nullopt;
+    return read_operation(SPI_tuptable, 0);
+}
+
+void store_new(const OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now) {
+    store_events_and_counts(row, t, call, now);
+}
+
+std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now) {
+    const sm::Status before = row.state.status;
+    std::optional<WrittenRow> written;
+    if (t.row_changed) {
+        row.result = payload_after(row.result, t.result, call.payload);
+        row.error = payload_after(row.error, t.error, call.payload);
+        OperationParams p;
+        fill_params(p, row, t.after, now);
+        p.set_bool(op_set_result, t.result != sm::Payload::keep);
+        p.set_bool(op_set_error, t.error != sm::Payload::keep);
+        execute(PlanId::update_operation, p.values.data(), p.nulls.data(), 0);
+        if (SPI_processed != 1)
+            throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the locked operation row was not updated");
+        written = WrittenRow{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};
+    }
+    row.state = t.after;
+    store_events_and_counts(row, t, call, now);
+    if (ledger_notify && before == sm::Status::pending && row.state.status != sm::Status::pending) notify(row);
+    return written;
+}
+
+}  // namespace opledger::pg::ledger

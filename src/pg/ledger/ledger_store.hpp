@@ -1,0 +1,68 @@
+// Reading and writing the ledger's rows: the one write path of each table.
+//
+// An op_* call reads its operation row (under FOR UPDATE when it may change it),
+// asks the state machine (core/ledger/state_machine.hpp), and hands the transition
+// to store(): one UPDATE of the row (or the INSERT of a new operation), one INSERT
+// per event, one UPDATE (or INSERT) of a counters row, and NOTIFY when asked for.
+// All of it runs inside the call, in the caller's transaction, through the saved
+// statements of ledger_sql.hpp: nothing is deferred to commit, so a rolled-back call
+// or savepoint takes its rows and its counts with it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/ledger/state_machine.hpp"
+#include "pg/ledger/ledger_sql.hpp"
+
+namespace opledger::pg::ledger {
+
+namespace sm = opledger::core::ledger;
+
+// One operations row: the state machine's part, and the columns only this layer
+// handles (identity, fingerprint, JSON payloads). Datums live in the SPI connection's memory.
+struct OperationRow {
+    sm::OperationState state;
+    Value operation_id;  // text
+    Value conversation_id;
+    Value tool_datum;  // text
+    std::string tool;
+    Value args;  // jsonb, NULL once purged
+    std::string args_hash;
+    std::string fingerprint_alg;
+    Value result, error;  // jsonb
+};
+
+// The row of one operation (plan: read_operation or lock_operation), if it exists.
+std::optional<OperationRow> fetch_operation(PlanId plan, Datum operation_id);
+// A row of the current SPI result as returned by the ledger's select list.
+OperationRow read_operation(SPITupleTable* table, uint64 index);
+
+// What the call passed that a transition may store: its actor (worker, resolver,
+// approver), its provider reference and its payload (result or error).
+struct CallValues {
+    Value actor;
+    Value provider_ref;
+    Value payload;
+};
+
+// A row as the statement that wrote it returned it (RETURNING o.*).
+struct WrittenRow {
+    HeapTuple tuple = nullptr;
+    TupleDesc desc = nullptr;
+};
+
+// Inserts a new operation: identity and fingerprint from `row`, state from the
+// transition (state_machine's begin_new). Returns the stored row (as triggers left
+// it), or nothing when the ID exists already (nothing written then).
+std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, sm::Micros now);
+
+// Writes a transition of an existing, locked operation: the row (when it changed),
+// the events and the counts. `row` becomes the row after. The returned row is the
+// UPDATE's RETURNING o.* (nothing when the row did not change).
+std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now);
+
+// The events and counts of a transition whose row was just inserted.
+void store_new(const OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now);
+
+}  // namespace opledger::pg::ledger

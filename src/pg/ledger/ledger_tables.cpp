@@ -1,0 +1,246 @@
+// The column lists of the ledger's tables and the statement texts built from them.
+#include "pg/ledger/ledger_tables.hpp"
+
+#include <array>
+
+extern "C" {
+#include "catalog/pg_type_d.h"
+}
+
+namespace opledger::pg::ledger {
+namespace {
+
+// How an operations column is written.
+enum class Written {
+    on_insert,  // set when the operation is created, never changed by a transition
+    always,     // set on insert and by every transition
+    payload,    // set on insert; a transition sets it when its flag parameter says so
+};
+
+struct OperationColumnSpec {
+    const char* name;
+    Oid type;
+    Written written;
+    const char* cast;  // appended to the parameter ("::opledger.op_status"), or ""
+};
+
+// In OperationColumn order, which is also the table's order.
+const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
+    {"operation_id", TEXTOID, Written::on_insert, ""},
+    {"conversation_id", TEXTOID, Written::on_insert, ""},
+    {"tool", TEXTOID, Written::on_insert, ""},
+    {"args", JSONBOID, Written::on_insert, ""},
+    {"args_hash", BYTEAOID, Written::on_insert, ""},
+    {"fingerprint_alg", TEXTOID, Written::on_insert, ""},
+    {"status", TEXTOID, Written::always, "::opledger.op_status"},
+    {"attempt", INT4OID, Written::always, ""},
+    {"lease_owner", TEXTOID, Written::always, ""},
+    {"lease_expires_at", TIMESTAMPTZOID, Written::always, ""},
+    {"retry_after", TIMESTAMPTZOID, Written::always, ""},
+    {"result", JSONBOID, Written::payload, ""},
+    {"error", JSONBOID, Written::payload, ""},
+    {"provider_ref", TEXTOID, Written::always, ""},
+    {"finished_at", TIMESTAMPTZOID, Written::always, ""},
+    {"approved_by", TEXTOID, Written::always, ""},
+    {"approved_at", TIMESTAMPTZOID, Written::always, ""},
+    {"approval_note", TEXTOID, Written::always, ""},
+    {"unknown_since", TIMESTAMPTZOID, Written::always, ""},
+    {"resolved_at", TIMESTAMPTZOID, Written::always, ""},
+    {"resolved_by", TEXTOID, Written::always, ""},
+    {"resolution", TEXTOID, Written::always, ""},
+    {"claim_owner", TEXTOID, Written::always, ""},
+    {"claim_expires_at", TIMESTAMPTZOID, Written::always, ""},
+    {"late_successes", INT4OID, Written::always, ""},
+    {"duplicate_effects", INT4OID, Written::always, ""},
+    {"manual_interventions", INT4OID, Written::always, ""},
+    {"purged", BOOLOID, Written::on_insert, ""},
+}};
+
+struct EventColumnSpec {
+    const char* name;
+    Oid type;
+    const char* cast;
+};
+
+// In EventColumn order.
+const std::array<EventColumnSpec, kEventColumns> kEvents = {{
+    {"operation_id", TEXTOID, ""},
+    {"at", TIMESTAMPTZOID, ""},
+    {"kind", TEXTOID, ""},
+    {"decision", TEXTOID, ""},
+    {"status_before", TEXTOID, "::opledger.op_status"},
+    {"status_after", TEXTOID, "::opledger.op_status"},
+    {"attempt", INT4OID, ""},
+    {"worker", TEXTOID, ""},
+    {"provider_ref", TEXTOID, ""},
+    {"detail", JSONBOID, ""},
+}};
+
+// In CounterColumn order (all bigint).
+const std::array<const char*, kCounterColumns> kCounters = {{
+    "begins", "executions", "duplicates_prevented", "successes", "failures", "retries", "unknowns",
+    "late_successes", "duplicate_effects", "manual_interventions", "resolutions", "n_awaiting_approval",
+    "n_pending", "n_succeeded", "n_failed", "n_unknown", "n_retryable",
+}};
+
+std::string param(int position) { return "$" + std::to_string(position + 1); }
+
+// "o.operation_id, o.conversation_id, ..." (status as the enum itself: it is
+// mapped to the state machine's Status by its OID, see ledger_rows.cpp).
+std::string operation_select_list() {
+    std::string out;
+    for (const auto& c : kOperations) {
+        if (!out.empty()) out += ", ";
+        out += "o.";
+        out += c.name;
+    }
+    return out;
+}
+
+std::string operation_select(const char* where_and_after) {
+    return "SELECT " + operation_select_list() + " FROM opledger.operations AS o " + where_and_after;
+}
+
+std::vector<Oid> operation_param_types() {
+    std::vector<Oid> types;
+    for (const auto& c : kOperations) types.push_back(c.type);
+    types.push_back(TIMESTAMPTZOID);  // op_now
+    types.push_back(BOOLOID);         // op_set_result
+    types.push_back(BOOLOID);         // op_set_error
+    return types;
+}
+
+StatementText insert_operation() {
+    std::string columns, values;
+    for (int i = 0; i < kOperationColumns; ++i) {
+        columns += kOperations[i].name;
+        columns += ", ";
+        values += param(i) + kOperations[i].cast + ", ";
+    }
+    columns += "created_at, updated_at";
+    values += param(op_now) + ", " + param(op_now);
+    return {"INSERT INTO opledger.operations AS o (" + columns + ") VALUES (" + values +
+                ") ON CONFLICT (operation_id) DO NOTHING RETURNING " + operation_select_list(),
+            operation_param_types()};
+}
+
+StatementText update_operation() {
+    std::string set;
+    for (int i = 0; i < kOperationColumns; ++i) {
+        const OperationColumnSpec& c = kOperations[i];
+        if (c.written == Written::on_insert) continue;
+        set += c.name;
+        set += " = ";
+        if (c.written == Written::payload) {
+            const int flag = i == oc_result ? op_set_result : op_set_error;
+            set += "CASE WHEN " + param(flag) + " THEN " + param(i) + " ELSE o." + c.name + " END";
+        } else {
+            set += param(i) + c.cast;
+        }
+        set += ", ";
+    }
+    set += "updated_at = " + param(op_now);
+    return {"UPDATE opledger.operations AS o SET " + set + " WHERE o.operation_id OPERATOR(pg_catalog.=) " +
+                param(oc_operation_id) + " RETURNING o.*",
+            operation_param_types()};
+}
+
+StatementText insert_event() {
+    std::string columns, values;
+    std::vector<Oid> types;
+    for (int i = 0; i < kEventColumns; ++i) {
+        if (i > 0) {
+            columns += ", ";
+            values += ", ";
+        }
+        columns += kEvents[i].name;
+        values += param(i) + kEvents[i].cast;
+        types.push_back(kEvents[i].type);
+    }
+    return {"INSERT INTO opledger.events (" + columns + ") VALUES (" + values + ")", types};
+}
+
+std::vector<Oid> counter_param_types() {
+    std::vector<Oid> types = {TEXTOID, INT4OID};
+    for (int i = 0; i < kCounterColumns; ++i) types.push_back(INT8OID);
+    return types;
+}
+
+// Adds the deltas to a counters row of the tool that no other transaction holds:
+// this backend's preferred slot when it is free, else any free one. SKIP LOCKED is
+// what keeps a caller from ever waiting on (or failing because of) another session's
+// transaction on the counters: a maintenance transaction, or a prepared transaction
+// that still holds the row this backend wrote before PREPARE. A row this transaction
+// already holds is not skipped, so one transaction keeps adding to one row.
+StatementText count_in_slot() {
+    std::string set;
+    for (int i = 0; i < kCounterColumns; ++i) {
+        if (i > 0) set += ", ";
+        set += std::string(kCounters[i]) + " = c." + kCounters[i] + " OPERATOR(pg_catalog.+) " +
+               param(kCounterParamsBefore + i);
+    }
+    return {"UPDATE opledger.counters AS c SET " + set +
+                " WHERE c.tool OPERATOR(pg_catalog.=) $1 AND c.slot OPERATOR(pg_catalog.=) ("
+                "SELECT s.slot FROM opledger.counters AS s WHERE s.tool OPERATOR(pg_catalog.=) $1 "
+                "ORDER BY s.slot OPERATOR(pg_catalog.=) $2 DESC, s.slot LIMIT 1 FOR UPDATE OF s SKIP LOCKED) "
+                "RETURNING c.slot",
+            counter_param_types()};
+}
+
+// No free row: a new one, in a slot nobody else can be writing (a fresh sequence
+// value), so the insert can never conflict or wait either. ($2 is unused here; the
+// two statements share their parameters.)
+StatementText count_new_slot() {
+    std::string columns = "tool, slot", values = "$1, pg_catalog.nextval('opledger.counters_slot_seq'::pg_catalog.regclass)";
+    for (int i = 0; i < kCounterColumns; ++i) {
+        columns += std::string(", ") + kCounters[i];
+        values += ", " + param(kCounterParamsBefore + i);
+    }
+    return {"INSERT INTO opledger.counters AS c (" + columns + ") VALUES (" + values + ") RETURNING c.slot",
+            counter_param_types()};
+}
+
+}  // namespace
+
+StatementText statement_text(PlanId id) {
+    switch (id) {
+        case PlanId::policy:
+            return {"SELECT t.effect::pg_catalog.text, t.max_attempts, t.lease, t.backoff_base, t.backoff_max, "
+                    "t.hash_exclude, t.redact FROM opledger.tools AS t WHERE t.tool OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID}};
+        case PlanId::hmac_key:
+            return {"SELECT k.secret FROM opledger.hmac_key AS k WHERE k.key_id OPERATOR(pg_catalog.=) 1", {}};
+        case PlanId::hmac_key_create:
+            return {"INSERT INTO opledger.hmac_key (key_id, secret) VALUES (1, $1) ON CONFLICT (key_id) DO NOTHING",
+                    {BYTEAOID}};
+        case PlanId::read_operation:
+            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1"), {TEXTOID}};
+        case PlanId::lock_operation:
+            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE"), {TEXTOID}};
+        case PlanId::insert_operation:
+            return insert_operation();
+        case PlanId::update_operation:
+            return update_operation();
+        case PlanId::insert_event:
+            return insert_event();
+        case PlanId::count_in_slot:
+            return count_in_slot();
+        case PlanId::count_new_slot:
+            return count_new_slot();
+        case PlanId::sweep_candidates:
+            return {operation_select("WHERE o.status OPERATOR(pg_catalog.=) 'pending'::opledger.op_status "
+                                     "AND o.lease_expires_at OPERATOR(pg_catalog.<=) $1 "
+                                     "ORDER BY o.lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"),
+                    {TIMESTAMPTZOID, INT4OID}};
+        case PlanId::claim_candidates:
+            return {operation_select("WHERE o.status OPERATOR(pg_catalog.=) 'unknown'::opledger.op_status "
+                                     "AND (o.claim_expires_at IS NULL OR o.claim_expires_at OPERATOR(pg_catalog.<=) $1) "
+                                     "ORDER BY o.unknown_since LIMIT $2 FOR UPDATE SKIP LOCKED"),
+                    {TIMESTAMPTZOID, INT4OID}};
+        case PlanId::count_:
+            break;
+    }
+    return {};
+}
+
+}  // namespace opledger::pg::ledger

@@ -1,0 +1,53 @@
+// The ledger's tables as its statements see them: each table's columns are listed
+// once (ledger_tables.cpp), and every statement text of ledger_sql.hpp is built
+// from these lists, so a column is never kept in step by hand in several places.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pg/ledger/ledger_sql.hpp"
+
+namespace opledger::pg::ledger {
+
+// opledger.operations as every statement returns it (the select list), and the
+// parameter numbers ($n = position + 1) of insert_operation and update_operation.
+enum OperationColumn : int {
+    oc_operation_id = 0, oc_conversation_id, oc_tool, oc_args, oc_args_hash, oc_fingerprint_alg, oc_status,
+    oc_attempt, oc_lease_owner, oc_lease_expires_at, oc_retry_after, oc_result, oc_error, oc_provider_ref,
+    oc_finished_at, oc_approved_by, oc_approved_at, oc_approval_note, oc_unknown_since, oc_resolved_at,
+    oc_resolved_by, oc_resolution, oc_claim_owner, oc_claim_expires_at, oc_late_successes, oc_duplicate_effects,
+    oc_manual_interventions, oc_purged,
+    kOperationColumns
+};
+// The parameters after the columns: the call's time (created_at / updated_at), and
+// for update_operation whether result and error take the given values.
+enum OperationParam : int {
+    op_now = kOperationColumns, op_set_result, op_set_error,
+    kOperationParams
+};
+
+// opledger.events: the parameters of insert_event.
+enum EventColumn : int {
+    ec_operation_id = 0, ec_at, ec_kind, ec_decision, ec_status_before, ec_status_after, ec_attempt, ec_worker,
+    ec_provider_ref, ec_detail,
+    kEventColumns
+};
+
+// opledger.counters: the parameters of count_in_slot and count_new_slot are the
+// tool, this backend's preferred slot, then the counts in this order.
+enum CounterColumn : int {
+    cc_begins = 0, cc_executions, cc_duplicates_prevented, cc_successes, cc_failures, cc_retries, cc_unknowns,
+    cc_late_successes, cc_duplicate_effects, cc_manual_interventions, cc_resolutions, cc_status_first,
+    kCounterColumns = cc_status_first + 6
+};
+inline constexpr int kCounterParamsBefore = 2;  // $1 tool, $2 preferred slot
+
+// A statement's text and parameter types.
+struct StatementText {
+    std::string sql;
+    std::vector<Oid> types;
+};
+StatementText statement_text(PlanId id);
+
+}  // namespace opledger::pg::ledger

@@ -80,9 +80,11 @@ EMPTY_DB=opledger_bench_empty
 trap '"$BIN/dropdb" --if-exists "$DB" >/dev/null 2>&1 || true; "$BIN/dropdb" --if-exists "$EMPTY_DB" >/dev/null 2>&1 || true' EXIT
 "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$EMPTY_DB" -f setup.sql >/dev/null 2>&1
 "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$EMPTY_DB" -c "TRUNCATE opledger.operations" -c "DELETE FROM opledger.events" \
-    -c "DELETE FROM opledger.counters" -c "VACUUM ANALYZE opledger.operations, opledger.events" >/dev/null
+    -c "DELETE FROM opledger.counters" -c "DELETE FROM opledger.counter_deltas" \
+    -c "VACUUM ANALYZE opledger.operations, opledger.events" >/dev/null
 psql_q -f setup.sql >/dev/null 2>&1
-psql_q -c "TRUNCATE opledger.operations" -c "DELETE FROM opledger.events" -c "DELETE FROM opledger.counters" >/dev/null
+psql_q -c "TRUNCATE opledger.operations" -c "DELETE FROM opledger.events" -c "DELETE FROM opledger.counters" \
+    -c "DELETE FROM opledger.counter_deltas" >/dev/null
 start=$(date +%s)
 psql_q -f load_10m.sql >/dev/null
 echo "loaded $(psql_q -A -t -c "SELECT count(*) FROM opledger.operations") operations (and as many events) in $(( $(date +%s) - start )) s"
@@ -104,6 +106,7 @@ done
 echo "op_begin replay of a random existing ID among 10M (synchronous_commit=off): $(PGOPTIONS="-c synchronous_commit=off" lat "$DB" ol_replay_10m.sql) ms"
 echo
 echo "## metrics views at 10M operations (EXPLAIN ANALYZE, warm: third run; target < 50 ms each)"
+echo "(with the $(psql_q -A -t -c "SELECT count(*) FROM opledger.counter_deltas") counter deltas of the runs above not yet folded by op_sweep)"
 for view in metrics tool_stats unknown_operations; do
     for _ in 1 2; do psql_q -c "SELECT * FROM opledger.$view" >/dev/null; done
     plan=$(psql_q -A -t -c "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) SELECT * FROM opledger.$view")

@@ -142,13 +142,40 @@ CREATE TRIGGER events_append_only BEFORE UPDATE ON opledger.events
 CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
     FOR EACH STATEMENT EXECUTE FUNCTION opledger._events_append_only();
 
--- Counters for the metrics views, so they never scan the ledger. Every op_* call
--- adds its deltas itself, inside the call and the caller's transaction (a rolled-back
--- call counts nothing), to one row of its tool that no other transaction holds
--- (chosen with FOR UPDATE SKIP LOCKED; a new row in a fresh slot when all are held),
--- so a caller never waits on another session's counters row, not even on one held by
--- a prepared transaction. The views sum over the slots. Status counts are deltas and
--- may be negative in one slot; their sums are exact.
+-- Counters for the metrics views, so they never scan the ledger, in two parts:
+-- * opledger.counter_deltas: every op_* call appends one row with its deltas, inside
+--   the call and the caller's transaction (a rolled-back call or savepoint counts
+--   nothing). An INSERT into a table without unique keys never waits on and never
+--   conflicts with another transaction, at any isolation level: no maintenance
+--   transaction and no prepared transaction can block or fail a caller.
+-- * opledger.counters: the totals. op_sweep folds the deltas into them (DELETE ...
+--   RETURNING, then per tool into a totals row no other transaction holds, chosen
+--   with FOR UPDATE SKIP LOCKED, or a new row in a fresh slot).
+-- The views sum both, so they are exact whether or not a sweep ran; a sweep keeps
+-- the deltas few and the views cheap. Status counts are deltas and may be negative
+-- in one row; their sums are exact.
+CREATE TABLE opledger.counter_deltas (
+    tool                  text NOT NULL,
+    begins                bigint NOT NULL DEFAULT 0,
+    executions            bigint NOT NULL DEFAULT 0,
+    duplicates_prevented  bigint NOT NULL DEFAULT 0,
+    successes             bigint NOT NULL DEFAULT 0,
+    failures              bigint NOT NULL DEFAULT 0,
+    retries               bigint NOT NULL DEFAULT 0,
+    unknowns              bigint NOT NULL DEFAULT 0,
+    late_successes        bigint NOT NULL DEFAULT 0,
+    duplicate_effects     bigint NOT NULL DEFAULT 0,
+    manual_interventions  bigint NOT NULL DEFAULT 0,
+    resolutions           bigint NOT NULL DEFAULT 0,
+    n_awaiting_approval   bigint NOT NULL DEFAULT 0,
+    n_pending             bigint NOT NULL DEFAULT 0,
+    n_succeeded           bigint NOT NULL DEFAULT 0,
+    n_failed              bigint NOT NULL DEFAULT 0,
+    n_unknown             bigint NOT NULL DEFAULT 0,
+    n_retryable           bigint NOT NULL DEFAULT 0
+);
+COMMENT ON TABLE opledger.counter_deltas IS
+    'Counter deltas appended by each op_* call; op_sweep folds them into opledger.counters (the views sum both)';
 CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 CREATE TABLE opledger.counters (
     tool                  text NOT NULL,
@@ -173,10 +200,10 @@ CREATE TABLE opledger.counters (
     CONSTRAINT counters_pkey PRIMARY KEY (tool, slot)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE opledger.counters IS
-    'Running counts behind opledger.metrics and opledger.tool_stats (per tool and slot; sum over slots)';
+    'Running totals behind opledger.metrics and opledger.tool_stats (per tool and slot; sum over slots, plus opledger.counter_deltas)';
 
 REVOKE ALL ON opledger.tools, opledger.hmac_key, opledger.operations, opledger.events,
-    opledger.counters FROM PUBLIC;
+    opledger.counters, opledger.counter_deltas FROM PUBLIC;
 REVOKE ALL ON SEQUENCE opledger.events_event_id_seq, opledger.counters_slot_seq FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('opledger.tools', '');
@@ -184,5 +211,6 @@ SELECT pg_catalog.pg_extension_config_dump('opledger.hmac_key', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.operations', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counters', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events_event_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counters_slot_seq', '');

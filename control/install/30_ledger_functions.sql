@@ -115,11 +115,13 @@ BEGIN
         ON CONFLICT (key_id) DO NOTHING;
     END IF;
 
+    -- Sorted and without repeats; computed before the INSERT, whose VALUES then hold
+    -- no subquery (Citus cannot plan one there).
+    hash_exclude := ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p);
+    redact := ARRAY(SELECT DISTINCT p FROM unnest(redact) AS p ORDER BY p);
     INSERT INTO opledger.tools AS t (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
                                      hash_exclude, redact)
-    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
-            ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p),
-            ARRAY(SELECT DISTINCT p FROM unnest(redact) AS p ORDER BY p))
+    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact)
     ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE
         SET effect = excluded.effect, guarantee = excluded.guarantee, max_attempts = excluded.max_attempts,
             lease = excluded.lease, backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
@@ -221,7 +223,7 @@ CREATE FUNCTION opledger.op_sweep(max_rows integer DEFAULT 1000) RETURNS integer
     SET enable_seqscan = off
     AS 'MODULE_PATHNAME', 'opledger_op_sweep';
 COMMENT ON FUNCTION opledger.op_sweep(integer) IS
-    'Expires stale leases (pending -> unknown, or retryable/failed for read_only tools); SKIP LOCKED, safe from many sessions and pg_cron';
+    'Expires stale leases (pending -> unknown, or retryable/failed for read_only tools; SKIP LOCKED, safe from many sessions and pg_cron) and folds the counter deltas into the totals';
 
 CREATE FUNCTION opledger.op_claim_reconciliation(
     worker    text,
@@ -241,28 +243,37 @@ CREATE FUNCTION opledger.op_purge(older_than interval) RETURNS integer
     SET enable_seqscan = off
 AS $$
 DECLARE
-    purged_count integer;
+    purge_time timestamptz := pg_catalog.clock_timestamp();
+    purged_ids text[];
 BEGIN
     IF older_than IS NULL THEN
         RAISE EXCEPTION 'op_purge: older_than must not be null' USING ERRCODE = '22004';
     END IF;
     IF older_than < '0'::interval THEN
-        RAISE EXCEPTION 'op_purge: older_than must not be negative, not %', older_than USING ERRCODE = '22023';
+        RAISE EXCEPTION 'op_purge: older_than must not be negative' USING ERRCODE = '22023';
     END IF;
-    -- Tombstones keep ID, tool, fingerprint, final status and finished_at, so a late
-    -- duplicate is still answered replay/failed; payloads and events go.
+    -- The time is read once, before the statements (no volatile function inside an
+    -- UPDATE or DELETE, and no data-modifying CTE: both are what Citus cannot plan
+    -- on a distributed table). Tombstones keep ID, tool, fingerprint, final status and
+    -- finished_at, so a late duplicate is still answered replay/failed; payloads and
+    -- events go.
+    -- (IN, like the predicate of operations_finished_idx, so that index serves it.)
     WITH p AS (
-        UPDATE opledger.operations AS o
-           SET args = NULL, result = NULL, error = NULL, approval_note = NULL,
-               purged = true, purged_at = pg_catalog.clock_timestamp()
+        SELECT o.operation_id FROM opledger.operations AS o
          WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged
-           AND o.finished_at < pg_catalog.clock_timestamp() - older_than
-        RETURNING o.operation_id
-    ), d AS (
-        DELETE FROM opledger.events AS e USING p WHERE e.operation_id = p.operation_id
+           AND o.finished_at OPERATOR(pg_catalog.<) (purge_time OPERATOR(pg_catalog.-) older_than)
+           FOR UPDATE SKIP LOCKED
     )
-    SELECT count(*) INTO purged_count FROM p;
-    RETURN purged_count;
+    SELECT pg_catalog.array_agg(p.operation_id) INTO purged_ids FROM p;
+    IF purged_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    UPDATE opledger.operations AS o
+       SET args = NULL, result = NULL, error = NULL, approval_note = NULL,
+           purged = true, purged_at = purge_time
+     WHERE o.operation_id OPERATOR(pg_catalog.=) ANY (purged_ids);
+    DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) ANY (purged_ids);
+    RETURN pg_catalog.cardinality(purged_ids);
 END
 $$;
 COMMENT ON FUNCTION opledger.op_purge(interval) IS

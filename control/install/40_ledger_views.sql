@@ -1,6 +1,7 @@
 -- SPEC §5: views for dashboards. Ages use clock_timestamp(), the ledger's own time
--- source (see src/pg/ledger/ledger_steps.hpp). They read the small counters table and partial
--- indexes only, never the whole ledger, so they stay cheap at ten million operations.
+-- source (see src/pg/ledger/ledger_store.hpp). They read the small counters table and partial
+-- indexes only, never the whole ledger, so they stay cheap at ten million operations
+-- (the deltas that op_sweep has not folded yet are summed too).
 
 CREATE VIEW opledger.unknown_operations AS
 SELECT o.operation_id,
@@ -19,7 +20,17 @@ COMMENT ON VIEW opledger.unknown_operations IS
     'Operations whose outcome is unknown, oldest first by unknown_since: age, tool, provider_ref, attempts and live claim owner (an index-only scan; join opledger.operations for more)';
 
 CREATE VIEW opledger.metrics AS
-WITH c AS (
+WITH counts AS (
+    SELECT tool, begins, executions, duplicates_prevented, successes, failures, retries, unknowns,
+           late_successes, duplicate_effects, manual_interventions, resolutions, n_awaiting_approval,
+           n_pending, n_succeeded, n_failed, n_unknown, n_retryable
+      FROM opledger.counters
+    UNION ALL
+    SELECT tool, begins, executions, duplicates_prevented, successes, failures, retries, unknowns,
+           late_successes, duplicate_effects, manual_interventions, resolutions, n_awaiting_approval,
+           n_pending, n_succeeded, n_failed, n_unknown, n_retryable
+      FROM opledger.counter_deltas
+), c AS (
     SELECT coalesce(sum(begins), 0)::bigint               AS begins,
            coalesce(sum(executions), 0)::bigint           AS executions,
            coalesce(sum(duplicates_prevented), 0)::bigint AS duplicates_prevented,
@@ -37,12 +48,12 @@ WITH c AS (
            coalesce(sum(n_failed), 0)::bigint             AS n_failed,
            coalesce(sum(n_unknown), 0)::bigint            AS n_unknown,
            coalesce(sum(n_retryable), 0)::bigint          AS n_retryable
-      FROM opledger.counters
+      FROM counts
 ), by_tool AS (
     SELECT coalesce(jsonb_object_agg(tool, n), '{}'::jsonb) AS ops_by_tool
       FROM (SELECT tool,
                    sum(n_awaiting_approval + n_pending + n_succeeded + n_failed + n_unknown + n_retryable)::bigint AS n
-              FROM opledger.counters GROUP BY tool) AS per_tool
+              FROM counts GROUP BY tool) AS per_tool
 ), oldest AS (
     SELECT min(unknown_since) AS since
       FROM opledger.operations WHERE status = 'unknown'::opledger.op_status
@@ -81,6 +92,15 @@ COMMENT ON VIEW opledger.metrics IS
     'One row of ledger health: duplicates prevented, unknown ops and their age, reconciliation latency (last 24 h), manual interventions, duplicate effects, counts by status and tool';
 
 CREATE VIEW opledger.tool_stats AS
+WITH counts AS (
+    SELECT tool, begins, executions, duplicates_prevented, successes, failures, unknowns, late_successes,
+           duplicate_effects, n_awaiting_approval, n_pending, n_succeeded, n_failed, n_unknown, n_retryable
+      FROM opledger.counters
+    UNION ALL
+    SELECT tool, begins, executions, duplicates_prevented, successes, failures, unknowns, late_successes,
+           duplicate_effects, n_awaiting_approval, n_pending, n_succeeded, n_failed, n_unknown, n_retryable
+      FROM opledger.counter_deltas
+)
 SELECT c.tool,
        coalesce(t.effect, 'non_idempotent_write'::opledger.tool_effect) AS effect,
        (t.tool IS NOT NULL) AS registered,
@@ -96,7 +116,7 @@ SELECT c.tool,
        sum(c.duplicate_effects)::bigint AS duplicate_effects,
        sum(c.n_awaiting_approval + c.n_pending + c.n_succeeded + c.n_failed + c.n_unknown + c.n_retryable)::bigint AS ops_total,
        sum(c.n_unknown)::bigint AS ops_unknown
-  FROM opledger.counters AS c
+  FROM counts AS c
   LEFT JOIN opledger.tools AS t ON t.tool = c.tool
  GROUP BY c.tool, t.tool, t.effect;
 COMMENT ON VIEW opledger.tool_stats IS

@@ -10,6 +10,7 @@ CREATE FUNCTION pg_temp.ledger() RETURNS text LANGUAGE sql AS $$
     SELECT md5(coalesce((SELECT string_agg(o::text, '|' ORDER BY operation_id) FROM opledger.operations o), '') ||
                coalesce((SELECT string_agg(e::text, '|' ORDER BY event_id) FROM opledger.events e), '') ||
                coalesce((SELECT string_agg(c::text, '|' ORDER BY tool, slot) FROM opledger.counters c), '') ||
+               coalesce((SELECT string_agg(d::text, '|' ORDER BY d::text) FROM opledger.counter_deltas d), '') ||
                coalesce((SELECT string_agg(t::text, '|' ORDER BY tool) FROM opledger.tools t), '') ||
                coalesce((SELECT string_agg(k::text, '|') FROM opledger.hmac_key k), ''))
 $$;

@@ -9,6 +9,7 @@ CREATE FUNCTION pg_temp.secret_found(secret text) RETURNS bigint LANGUAGE sql AS
     SELECT (SELECT count(*) FROM opledger.operations o WHERE strpos(o::text, secret) > 0)
          + (SELECT count(*) FROM opledger.events e WHERE strpos(e::text, secret) > 0)
          + (SELECT count(*) FROM opledger.counters c WHERE strpos(c::text, secret) > 0)
+         + (SELECT count(*) FROM opledger.counter_deltas d WHERE strpos(d::text, secret) > 0)
          + (SELECT count(*) FROM opledger.tools t WHERE strpos(t::text, secret) > 0)
 $$;
 CREATE FUNCTION pg_temp.error_of(q text) RETURNS text LANGUAGE plpgsql AS $$

@@ -38,6 +38,7 @@ fingerprint() {  # every ledger table as one md5 each, plus the sequence positio
       UNION ALL SELECT 'operations', md5(coalesce(string_agg(x::text, '|' ORDER BY x.operation_id), '')) FROM opledger.operations x
       UNION ALL SELECT 'events', md5(coalesce(string_agg(x::text, '|' ORDER BY x.event_id), '')) FROM opledger.events x
       UNION ALL SELECT 'counters', md5(coalesce(string_agg(x::text, '|' ORDER BY x.tool, x.slot), '')) FROM opledger.counters x
+      UNION ALL SELECT 'counter_deltas', md5(coalesce(string_agg(x::text, '|' ORDER BY x::text), '')) FROM opledger.counter_deltas x
       UNION ALL SELECT 'hmac_key', md5(coalesce(string_agg(x::text, '|'), '')) FROM opledger.hmac_key x
       UNION ALL SELECT 'event_seq', (SELECT last_value::text FROM opledger.events_event_id_seq)) s"
 }

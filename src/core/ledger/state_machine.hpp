@@ -53,7 +53,8 @@ struct Policy {
     Micros backoff_max = 5LL * 60 * 1000000;
 
     // The wait after attempt `attempt` ended before the next may start:
-    // backoff_base * 2^(attempt - 1), capped at backoff_max (attempt <= 1: backoff_base).
+    // backoff_base * 2^(attempt - 1), capped at backoff_max (attempt <= 1:
+    // min(backoff_base, backoff_max)); never overflows.
     Micros backoff_after(int attempt) const noexcept;
 };
 
@@ -111,7 +112,9 @@ struct Event {
     std::optional<Status> status_before;  // none when the call created the operation
     Status status_after = Status::pending;
     std::optional<int> attempt;
-    bool worker_from_call = false;        // worker column: the call's worker (else NULL)
+    // worker column: the call's actor (op_begin's worker, op_resolve's resolver,
+    // op_approve's approver, the claiming reconciler), else NULL.
+    bool worker_from_call = false;
     bool provider_ref_from_call = false;  // provider_ref column: the call's provider_ref (else NULL)
     std::vector<DetailItem> detail;       // detail object (none: SQL NULL, unless payload_key)
     std::optional<std::string> payload_key;  // detail also gets {payload_key: the call's result/error}

@@ -53,6 +53,7 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
         store(row, sm::expire_lease(row.state, found->second, now, "op_sweep"), CallValues{}, now);
         ++swept;
     }
+    fold_counter_deltas();
     spi.finish();
     return Int32GetDatum(swept);
 }

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "pg/ledger/ledger_gucs.hpp"
 #include "pg/ledger/ledger_tables.hpp"
@@ -217,27 +218,44 @@ void append_event(Datum operation_id, const sm::Event& e, const CallValues& call
     execute(PlanId::insert_event, values.data(), nulls.data(), 0);
 }
 
-// This backend's counters row of the tool it counted last: asked for first, so that
-// a backend keeps to one row while it is free.
+using Counts = std::array<long long, kCounterColumns>;
+
+Counts counts_of(const sm::Metrics& m) {
+    return {m.begins, m.executions, m.duplicates_prevented, m.successes, m.failures, m.retries, m.unknowns,
+            m.late_successes, m.duplicate_effects, m.manual_interventions, m.resolutions,
+            m.in_status[0], m.in_status[1], m.in_status[2], m.in_status[3], m.in_status[4], m.in_status[5]};
+}
+
+// The parameters of insert_deltas / count_in_slot / count_new_slot.
+std::array<Datum, kCounterParamsBefore + kCounterColumns> counter_params(Datum tool, int preferred_slot,
+                                                                          const Counts& counts) {
+    std::array<Datum, kCounterParamsBefore + kCounterColumns> values{};
+    values[0] = tool;
+    values[1] = Int32GetDatum(preferred_slot);
+    for (int i = 0; i < kCounterColumns; ++i) values[kCounterParamsBefore + i] = Int64GetDatum(counts[i]);
+    return values;
+}
+
+// Appends a call's counts (nothing when they are all zero, as for a claim).
+void add_counts(const Value& tool_datum, const sm::Metrics& m) {
+    const Counts counts = counts_of(m);
+    bool any = false;
+    for (long long d : counts) any = any || d != 0;
+    if (!any) return;
+    const auto values = counter_params(tool_datum.datum, -1, counts);
+    execute(PlanId::insert_deltas, values.data(), nullptr, 0);
+}
+
+// The totals row this backend folded into last, asked for first by the next fold
+// of the same tool, so that sweeps keep to few rows.
 std::string preferred_tool;
 int preferred_slot = -1;
 
-void add_counts(const Value& tool_datum, const std::string& tool, const sm::Metrics& m) {
-    const long long deltas[kCounterColumns] = {
-        m.begins, m.executions, m.duplicates_prevented, m.successes, m.failures, m.retries, m.unknowns,
-        m.late_successes, m.duplicate_effects, m.manual_interventions, m.resolutions,
-        m.in_status[0], m.in_status[1], m.in_status[2], m.in_status[3], m.in_status[4], m.in_status[5]};
-    bool any = false;
-    for (long long d : deltas) any = any || d != 0;
-    if (!any) return;
-    std::array<Datum, kCounterParamsBefore + kCounterColumns> values{};
-    values[0] = tool_datum.datum;
-    values[1] = Int32GetDatum(tool == preferred_tool ? preferred_slot : -1);
-    for (int i = 0; i < kCounterColumns; ++i) values[kCounterParamsBefore + i] = Int64GetDatum(deltas[i]);
+void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& counts) {
+    const auto values = counter_params(tool_datum, tool == preferred_tool ? preferred_slot : -1, counts);
     execute(PlanId::count_in_slot, values.data(), nullptr, 0);
     if (SPI_processed != 1) execute(PlanId::count_new_slot, values.data(), nullptr, 0);
-    if (SPI_processed != 1)
-        throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the counters were not written");
+    if (SPI_processed != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the counter totals were not written");
     bool is_null = false;
     preferred_slot = DatumGetInt32(column(SPI_tuptable, 0, 0, &is_null));
     preferred_tool = tool;
@@ -256,7 +274,7 @@ void notify(const OperationRow& row) {
 void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
                              sm::Micros now) {
     for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
-    add_counts(row.tool_datum, row.tool, t.metrics);
+    add_counts(row.tool_datum, t.metrics);
 }
 
 }  // namespace
@@ -357,6 +375,30 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
     store_events_and_counts(row, t, call, now);
     if (ledger_notify && before == sm::Status::pending && row.state.status != sm::Status::pending) notify(row);
     return written;
+}
+
+uint64 fold_counter_deltas() {
+    execute(PlanId::fold_deltas, nullptr, nullptr, 0);
+    SPITupleTable* table = SPI_tuptable;
+    const uint64 tools = SPI_processed;
+    // Read every sum before the first write replaces SPI_tuptable.
+    struct ToolSums {
+        Datum tool_datum;
+        std::string tool;
+        Counts counts;
+    };
+    std::vector<ToolSums> sums;
+    sums.reserve(tools);
+    for (uint64 i = 0; i < tools; ++i) {
+        ToolSums t{value_at(table, i, 0).datum, text_to_string(value_at(table, i, 0).datum), {}};
+        for (int k = 0; k < kCounterColumns; ++k) {
+            const Value v = value_at(table, i, 1 + k);
+            t.counts[k] = v.null ? 0 : DatumGetInt64(v.datum);
+        }
+        sums.push_back(std::move(t));
+    }
+    for (const ToolSums& t : sums) add_to_totals(t.tool_datum, t.tool, t.counts);
+    return tools;
 }
 
 }  // namespace opledger::pg::ledger

@@ -166,12 +166,33 @@ std::vector<Oid> counter_param_types() {
     return types;
 }
 
-// Adds the deltas to a counters row of the tool that no other transaction holds:
-// this backend's preferred slot when it is free, else any free one. SKIP LOCKED is
-// what keeps a caller from ever waiting on (or failing because of) another session's
-// transaction on the counters: a maintenance transaction, or a prepared transaction
-// that still holds the row this backend wrote before PREPARE. A row this transaction
-// already holds is not skipped, so one transaction keeps adding to one row.
+// One call's deltas, appended. No unique key, no lock: this never waits on or
+// conflicts with another transaction at any isolation level.
+StatementText insert_deltas() {
+    std::string columns = "tool", values = "$1";
+    for (int i = 0; i < kCounterColumns; ++i) {
+        columns += std::string(", ") + kCounters[i];
+        values += ", " + param(kCounterParamsBefore + i);
+    }
+    return {"INSERT INTO opledger.counter_deltas (" + columns + ") VALUES (" + values + ")", counter_param_types()};
+}
+
+// op_sweep: every delta this statement can see, removed and summed per tool (rows of
+// transactions still running are not visible and wait for the next sweep).
+StatementText fold_deltas() {
+    std::string sums;
+    for (int i = 0; i < kCounterColumns; ++i)
+        sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
+    return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d RETURNING d.*) "
+            "SELECT m.tool" + sums + " FROM m GROUP BY m.tool",
+            {}};
+}
+
+// Adds a tool's sums to a totals row of the tool that no other transaction holds:
+// the preferred slot when it is free, else any free one. SKIP LOCKED keeps a sweep
+// from waiting on another session's transaction on the totals (a maintenance
+// transaction, or a prepared one that swept); a row this transaction already holds
+// is not skipped.
 StatementText count_in_slot() {
     std::string set;
     for (int i = 0; i < kCounterColumns; ++i) {
@@ -187,11 +208,12 @@ StatementText count_in_slot() {
             counter_param_types()};
 }
 
-// No free row: a new one, in a slot nobody else can be writing (a fresh sequence
-// value), so the insert can never conflict or wait either. ($2 is unused here; the
-// two statements share their parameters.)
+// No free totals row: a new one, in a slot nobody else can be writing (a fresh
+// sequence value), so the insert can never conflict or wait either. ($2 is unused
+// here; the two statements share their parameters.)
 StatementText count_new_slot() {
-    std::string columns = "tool, slot", values = "$1, pg_catalog.nextval('opledger.counters_slot_seq'::pg_catalog.regclass)";
+    std::string columns = "tool, slot",
+                values = "$1, pg_catalog.nextval('opledger.counters_slot_seq'::pg_catalog.regclass)";
     for (int i = 0; i < kCounterColumns; ++i) {
         columns += std::string(", ") + kCounters[i];
         values += ", " + param(kCounterParamsBefore + i);
@@ -223,6 +245,10 @@ StatementText statement_text(PlanId id) {
             return update_operation();
         case PlanId::insert_event:
             return insert_event();
+        case PlanId::insert_deltas:
+            return insert_deltas();
+        case PlanId::fold_deltas:
+            return fold_deltas();
         case PlanId::count_in_slot:
             return count_in_slot();
         case PlanId::count_new_slot:

@@ -34,8 +34,10 @@ enum EventColumn : int {
     kEventColumns
 };
 
-// opledger.counters: the parameters of count_in_slot and count_new_slot are the
-// tool, this backend's preferred slot, then the counts in this order.
+// opledger.counter_deltas and opledger.counters: the parameters of insert_deltas,
+// count_in_slot and count_new_slot are the tool, a preferred slot (counters only),
+// then the counts in this order; fold_deltas returns the tool and the summed counts
+// in this order.
 enum CounterColumn : int {
     cc_begins = 0, cc_executions, cc_duplicates_prevented, cc_successes, cc_failures, cc_retries, cc_unknowns,
     cc_late_successes, cc_duplicate_effects, cc_manual_interventions, cc_resolutions, cc_status_first,

@@ -142,18 +142,20 @@ CREATE TRIGGER events_append_only BEFORE UPDATE ON opledger.events
 CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
     FOR EACH STATEMENT EXECUTE FUNCTION opledger._events_append_only();
 
--- Counters for the metrics views, so they never scan the ledger, in two parts:
--- * opledger.counter_deltas: every op_* call appends one row with its deltas, inside
---   the call and the caller's transaction (a rolled-back call or savepoint counts
---   nothing). An INSERT into a table without unique keys never waits on and never
---   conflicts with another transaction, at any isolation level: no maintenance
---   transaction and no prepared transaction can block or fail a caller.
--- * opledger.counters: the totals. op_sweep folds the deltas into them (DELETE ...
---   RETURNING, then per tool into a totals row no other transaction holds, chosen
---   with FOR UPDATE SKIP LOCKED, or a new row in a fresh slot).
--- The views sum both, so they are exact whether or not a sweep ran; a sweep keeps
--- the deltas few and the views cheap. Status counts are deltas and may be negative
--- in one row; their sums are exact.
+-- Counters for the metrics views, so they never scan the ledger. Every op_* call
+-- writes its counts itself, inside the call and the caller's transaction (a
+-- rolled-back call or savepoint counts nothing), and never waits on or fails because
+-- of another transaction on the counters (a maintenance transaction, a prepared one):
+-- * under READ COMMITTED it adds them to a row of opledger.counters of its tool that
+--   no other transaction holds (FOR UPDATE SKIP LOCKED; the backend's last row
+--   first), or to a new row in a fresh slot from counters_slot_seq. A tool has about
+--   as many rows as it had concurrent transactions.
+-- * a REPEATABLE READ or SERIALIZABLE transaction appends them to
+--   opledger.counter_deltas instead (FOR UPDATE on a totals row another session
+--   changed since its snapshot would be a serialization failure; an INSERT without
+--   unique keys never conflicts). op_sweep folds those deltas into the totals.
+-- The views sum both tables, so they are exact at any moment. Status counts are
+-- deltas and may be negative in one row; their sums are exact.
 CREATE TABLE opledger.counter_deltas (
     tool                  text NOT NULL,
     begins                bigint NOT NULL DEFAULT 0,
@@ -175,7 +177,7 @@ CREATE TABLE opledger.counter_deltas (
     n_retryable           bigint NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE opledger.counter_deltas IS
-    'Counter deltas appended by each op_* call; op_sweep folds them into opledger.counters (the views sum both)';
+    'Counts of op_* calls made in REPEATABLE READ or SERIALIZABLE transactions; op_sweep folds them into opledger.counters (the views sum both)';
 CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 CREATE TABLE opledger.counters (
     tool                  text NOT NULL,

@@ -9,6 +9,7 @@
 #include "pg/ledger/ledger_tables.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "commands/async.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -227,30 +228,23 @@ Counts counts_of(const sm::Metrics& m) {
 }
 
 // The parameters of insert_deltas / count_in_slot / count_new_slot.
-std::array<Datum, kCounterParamsBefore + kCounterColumns> counter_params(Datum tool, int preferred_slot,
+std::array<Datum, kCounterParamsBefore + kCounterColumns> counter_params(Datum tool, int slot,
                                                                           const Counts& counts) {
     std::array<Datum, kCounterParamsBefore + kCounterColumns> values{};
     values[0] = tool;
-    values[1] = Int32GetDatum(preferred_slot);
+    values[1] = Int32GetDatum(slot);
     for (int i = 0; i < kCounterColumns; ++i) values[kCounterParamsBefore + i] = Int64GetDatum(counts[i]);
     return values;
 }
 
-// Appends a call's counts (nothing when they are all zero, as for a claim).
-void add_counts(const Value& tool_datum, const sm::Metrics& m) {
-    const Counts counts = counts_of(m);
-    bool any = false;
-    for (long long d : counts) any = any || d != 0;
-    if (!any) return;
-    const auto values = counter_params(tool_datum.datum, -1, counts);
-    execute(PlanId::insert_deltas, values.data(), nullptr, 0);
-}
-
-// The totals row this backend folded into last, asked for first by the next fold
-// of the same tool, so that sweeps keep to few rows.
+// The totals row this backend wrote last, asked for first by its next write of the
+// same tool, so that a backend keeps to one row while nobody else holds it.
 std::string preferred_tool;
 int preferred_slot = -1;
 
+// Adds counts to a totals row of the tool that no other transaction holds (or a new
+// one). FOR UPDATE SKIP LOCKED never waits and, under READ COMMITTED, never fails: it
+// locks the newest version of a row that changed since the statement began.
 void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& counts) {
     const auto values = counter_params(tool_datum, tool == preferred_tool ? preferred_slot : -1, counts);
     execute(PlanId::count_in_slot, values.data(), nullptr, 0);
@@ -259,6 +253,25 @@ void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& coun
     bool is_null = false;
     preferred_slot = DatumGetInt32(column(SPI_tuptable, 0, 0, &is_null));
     preferred_tool = tool;
+}
+
+// A call's counts (nothing when they are all zero, as for a claim). Under READ
+// COMMITTED (autocommit calls, most orchestrators) they go straight into a totals
+// row. A transaction that keeps one snapshot (REPEATABLE READ, SERIALIZABLE) would
+// get a serialization failure from FOR UPDATE on a totals row that another session
+// changed since its snapshot, so it appends its counts to counter_deltas instead: an
+// INSERT without unique keys, which never waits or conflicts. op_sweep folds those.
+void add_counts(const Value& tool_datum, const std::string& tool, const sm::Metrics& m) {
+    const Counts counts = counts_of(m);
+    bool any = false;
+    for (long long d : counts) any = any || d != 0;
+    if (!any) return;
+    if (!IsolationUsesXactSnapshot()) {
+        add_to_totals(tool_datum.datum, tool, counts);
+        return;
+    }
+    const auto values = counter_params(tool_datum.datum, -1, counts);
+    execute(PlanId::insert_deltas, values.data(), nullptr, 0);
 }
 
 void notify(const OperationRow& row) {
@@ -274,7 +287,7 @@ void notify(const OperationRow& row) {
 void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
                              sm::Micros now) {
     for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
-    add_counts(row.tool_datum, t.metrics);
+    add_counts(row.tool_datum, row.tool, t.metrics);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // An op_* call reads its operation row (under FOR UPDATE when it may change it),
 // asks the state machine (core/ledger/state_machine.hpp), and hands the transition
 // to store(): one UPDATE of the row (or the INSERT of a new operation), one INSERT
-// per event, one INSERT of the call's counter deltas, and NOTIFY when asked for.
+// per event, one write of the call's counts (ledger_store.cpp, add_counts), and
+// NOTIFY when asked for.
 // All of it runs inside the call, in the caller's transaction, through the saved
 // statements of ledger_sql.hpp: nothing is deferred to commit, so a rolled-back call
 // or savepoint takes its rows and its counts with it.
@@ -69,8 +70,8 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
 // The events and counts of a transition whose row was just inserted.
 void store_new(const OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now);
 
-// op_sweep: folds the counter deltas every call appended into the totals of
-// opledger.counters; returns the number of tools folded.
+// op_sweep: folds the counter deltas that REPEATABLE READ and SERIALIZABLE calls
+// appended into the totals of opledger.counters; returns the number of tools folded.
 uint64 fold_counter_deltas();
 
 }  // namespace opledger::pg::ledger

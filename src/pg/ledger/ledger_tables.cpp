@@ -177,13 +177,17 @@ StatementText insert_deltas() {
     return {"INSERT INTO opledger.counter_deltas (" + columns + ") VALUES (" + values + ")", counter_param_types()};
 }
 
-// op_sweep: every delta this statement can see, removed and summed per tool (rows of
-// transactions still running are not visible and wait for the next sweep).
+// op_sweep: the deltas this statement can see, removed and summed per tool. Rows of
+// transactions still running are not visible, and rows another transaction holds
+// (a concurrent sweep, a maintenance or prepared transaction) are skipped: both wait
+// for a later sweep, and a sweep never waits on them.
 StatementText fold_deltas() {
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
         sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
-    return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d RETURNING d.*) "
+    return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d "
+            "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+            "SELECT l.ctid FROM opledger.counter_deltas AS l FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
             "SELECT m.tool" + sums + " FROM m GROUP BY m.tool",
             {}};
 }

@@ -27,6 +27,5 @@ VACUUM ANALYZE opledger.operations, opledger.events, opledger.counters, bench_pl
 ALTER TABLE opledger.operations SET (autovacuum_enabled = false);
 ALTER TABLE opledger.events SET (autovacuum_enabled = false);
 ALTER TABLE opledger.counters SET (autovacuum_enabled = false);
-ALTER TABLE opledger.counter_deltas SET (autovacuum_enabled = false);
 ALTER TABLE bench_plain.operations SET (autovacuum_enabled = false);
 ALTER TABLE bench_plain.events SET (autovacuum_enabled = false);

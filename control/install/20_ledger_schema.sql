@@ -146,16 +146,17 @@ CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
 -- writes its counts itself, inside the call and the caller's transaction (a
 -- rolled-back call or savepoint counts nothing), and never waits on or fails because
 -- of another transaction on the counters (a maintenance transaction, a prepared one):
--- * under READ COMMITTED it adds them to a row of opledger.counters of its tool that
---   no other transaction holds (FOR UPDATE SKIP LOCKED; the backend's last row
---   first), or to a new row in a fresh slot from counters_slot_seq. A tool has about
---   as many rows as it had concurrent transactions.
--- * a REPEATABLE READ or SERIALIZABLE transaction appends them to
---   opledger.counter_deltas instead (FOR UPDATE on a totals row another session
---   changed since its snapshot would be a serialization failure; an INSERT without
---   unique keys never conflicts). op_sweep folds those deltas into the totals.
--- The views sum both tables, so they are exact at any moment. Status counts are
--- deltas and may be negative in one row; their sums are exact.
+-- * it appends them as one row of opledger.counter_deltas: an INSERT into a table
+--   without unique keys never waits or conflicts, at any isolation level;
+-- * every 32 appends, a READ COMMITTED call also folds up to 1024 deltas into
+--   opledger.counters (DELETE of deltas no other transaction holds, then per tool
+--   into a totals row no other transaction holds, chosen with FOR UPDATE SKIP
+--   LOCKED, or a new row in a fresh slot from counters_slot_seq); op_sweep folds
+--   them all. REPEATABLE READ and SERIALIZABLE calls never fold (FOR UPDATE on a
+--   totals row changed since their snapshot would be a serialization failure).
+-- The views sum both tables, so they are exact at any moment, and the folds keep
+-- the deltas they sum few. Status counts are deltas and may be negative in one row;
+-- their sums are exact.
 CREATE TABLE opledger.counter_deltas (
     tool                  text NOT NULL,
     begins                bigint NOT NULL DEFAULT 0,
@@ -177,7 +178,7 @@ CREATE TABLE opledger.counter_deltas (
     n_retryable           bigint NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE opledger.counter_deltas IS
-    'Counts of op_* calls made in REPEATABLE READ or SERIALIZABLE transactions; op_sweep folds them into opledger.counters (the views sum both)';
+    'Counts appended by each op_* call, folded into opledger.counters now and then by the calls and by op_sweep (the views sum both)';
 CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 CREATE TABLE opledger.counters (
     tool                  text NOT NULL,

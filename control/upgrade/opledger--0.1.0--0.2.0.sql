@@ -2,11 +2,11 @@
 --
 -- 0.2.0 writes every row through SQL inside each op_* call; nothing is left for
 -- commit time. For the schema that means:
--- * each call writes its counts itself: into a row of opledger.counters chosen with
---   FOR UPDATE SKIP LOCKED, or a new one with a slot from a sequence (0.1.0 wrote
---   the backend's slot row at commit); in REPEATABLE READ and SERIALIZABLE
---   transactions into the new table opledger.counter_deltas, which op_sweep folds
---   into the totals; the metrics views sum both tables;
+-- * each call appends its counts to the new table opledger.counter_deltas (0.1.0
+--   wrote the backend's slot row of opledger.counters at commit); calls now and then,
+--   and op_sweep, fold them into opledger.counters, into a totals row chosen with
+--   FOR UPDATE SKIP LOCKED or a new one with a slot from a sequence; the metrics
+--   views sum both tables;
 -- * opledger.flush_counters() is gone: there is nothing deferred to flush;
 -- * register_tool and op_purge are written so that Citus can plan their statements
 --   (no subquery in INSERT ... VALUES, no volatile call inside UPDATE/DELETE, no
@@ -36,7 +36,7 @@ CREATE TABLE opledger.counter_deltas (
     n_retryable           bigint NOT NULL DEFAULT 0
 );
 COMMENT ON TABLE opledger.counter_deltas IS
-    'Counts of op_* calls made in REPEATABLE READ or SERIALIZABLE transactions; op_sweep folds them into opledger.counters (the views sum both)';
+    'Counts appended by each op_* call, folded into opledger.counters now and then by the calls and by op_sweep (the views sum both)';
 REVOKE ALL ON opledger.counter_deltas FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas', '');
 

@@ -7,7 +7,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(27);
+SELECT plan(32);
 
 SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
 
@@ -81,56 +81,67 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP INDEX opledger.events_kind_lower;
 
--- Counters: under READ COMMITTED (this file) every call adds its counts to a totals
--- row of its tool in opledger.counters (tests/pgtap/37_counters_repeatable_read.sql
--- has the other path). The tool's count is the sum of both tables.
+-- Counters: every call appends its counts to counter_deltas, and every 32 appends a
+-- READ COMMITTED call folds deltas into the totals of counters (as op_sweep does,
+-- for all of them). A tool's count is the sum of both tables, exactly once.
 CREATE FUNCTION pg_temp.begins_of(t text) RETURNS numeric LANGUAGE sql AS $$
     SELECT coalesce((SELECT sum(begins) FROM opledger.counters WHERE tool = t), 0)
          + coalesce((SELECT sum(begins) FROM opledger.counter_deltas WHERE tool = t), 0)
 $$;
-SELECT opledger.op_begin('cnt-1', 'ep', '{}');
 SELECT pg_temp.begins_of('ep') AS begins_before \gset
--- After an operator rewrote the row (a newer version elsewhere) or deleted it, the
--- next calls must still land exactly once.
+SELECT count(*) FROM (SELECT opledger.op_begin('cnt-a-' || i, 'ep', '{}') FROM generate_series(1, 40) AS i) AS calls;
+SELECT is(pg_temp.begins_of('ep'), (:begins_before + 40)::numeric, '40 calls count 40, across the folds');
+SELECT cmp_ok((SELECT count(*) FROM opledger.counter_deltas), '<', 40::bigint,
+              'and calls fold deltas now and then, so few stay unfolded');
+SELECT opledger.op_sweep();
+SELECT is((SELECT count(*) FROM opledger.counter_deltas), 0::bigint, 'op_sweep folds every delta it can see');
+SELECT is(pg_temp.begins_of('ep'), (:begins_before + 40)::numeric, 'and the sum is what it was');
+-- After an operator rewrote the totals row (a newer version elsewhere) or deleted
+-- the counts, the next folds must still land exactly once.
 UPDATE opledger.counters SET begins = begins WHERE tool = 'ep';
 SELECT opledger.op_begin('cnt-2', 'ep', '{}');
-SELECT is(pg_temp.begins_of('ep'), (:begins_before + 1)::numeric,
-          'a counters row rewritten by someone else: the next call adds exactly once');
+SELECT opledger.op_sweep();
+SELECT is(pg_temp.begins_of('ep'), (:begins_before + 41)::numeric,
+          'a totals row rewritten by someone else: the next fold adds exactly once');
 DELETE FROM opledger.counters WHERE tool = 'ep';
-SELECT opledger.op_begin('cnt-3', 'ep', '{}');
-SELECT is(pg_temp.begins_of('ep'), 1::numeric, 'a deleted counters row: the next call creates one again');
-SELECT opledger.op_begin('cnt-4', 'ep', '{}');
+SELECT count(*) FROM (SELECT opledger.op_begin('cnt-b-' || i, 'ep', '{}') FROM generate_series(1, 40) AS i) AS calls;
+SELECT opledger.op_sweep();
+SELECT is(pg_temp.begins_of('ep'), 40::numeric, 'deleted totals: the next folds create a row again and count 40');
 SELECT is((SELECT count(*) FROM opledger.counters WHERE tool = 'ep'), 1::bigint,
-          'and the following call adds to that row, not a second one');
-SELECT is((SELECT count(*) FROM opledger.counter_deltas), 0::bigint,
-          'under READ COMMITTED nothing goes to counter_deltas');
--- An expression index on counters: the write goes through SQL, which maintains it.
+          'one totals row for this transaction''s folds, not one per fold');
+-- An expression index on counters: the fold goes through SQL, which maintains it.
 CREATE INDEX counters_tool_lower ON opledger.counters (lower(tool), slot);
 SELECT opledger.op_begin('cnt-5', 'ep', '{}');
+SELECT opledger.op_sweep();
 SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;
-SELECT is((SELECT sum(begins) FROM opledger.counters WHERE lower(tool) = 'ep'), 3::numeric,
-          'with an expression index on counters the write lands once and the index finds it');
+SELECT is((SELECT sum(begins) FROM opledger.counters WHERE lower(tool) = 'ep'), 41::numeric,
+          'with an expression index on counters the fold lands once and the index finds it');
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP INDEX opledger.counters_tool_lower;
 
--- A CHECK constraint an operator put on counters holds for the ledger's own writes,
--- and the call that would break it changes nothing.
-ALTER TABLE opledger.counters ADD CONSTRAINT few_begins CHECK (tool <> 'ck' OR begins < 3);
-SELECT opledger.op_begin('ck-1', 'ck', '{}');
-SELECT opledger.op_begin('ck-2', 'ck', '{}');
-SELECT throws_ok($$SELECT opledger.op_begin('ck-3', 'ck', '{}')$$, '23514', NULL,
-                 'a CHECK constraint on counters is enforced on the ledger''s writes (the third begin)');
-SELECT is((SELECT count(*) FROM opledger.operations WHERE operation_id = 'ck-3'), 0::bigint,
+-- A CHECK constraint an operator put on the counts holds for the ledger's own
+-- writes, and the statement that would break it changes nothing.
+ALTER TABLE opledger.counter_deltas ADD CONSTRAINT no_ck CHECK (tool <> 'ck');
+SELECT throws_ok($$SELECT opledger.op_begin('ck-1', 'ck', '{}')$$, '23514', NULL,
+                 'a CHECK constraint on counter_deltas is enforced on the ledger''s writes');
+SELECT is((SELECT count(*) FROM opledger.operations WHERE operation_id = 'ck-1'), 0::bigint,
           'and the refused call left no operation');
+ALTER TABLE opledger.counter_deltas DROP CONSTRAINT no_ck;
+ALTER TABLE opledger.counters ADD CONSTRAINT few_begins CHECK (tool <> 'ck' OR begins < 3);
+SELECT opledger.op_sweep();  -- (a fold also restarts this backend's count to the next fold)
+SELECT opledger.op_begin('ck-' || i, 'ck', '{}') FROM generate_series(2, 4) AS i;
+SELECT throws_ok($$SELECT opledger.op_sweep()$$, '23514', NULL,
+                 'a CHECK constraint on counters is enforced when the deltas are folded into it');
+SELECT is(pg_temp.begins_of('ck'), 3::numeric, 'and the refused fold lost no count');
 ALTER TABLE opledger.counters DROP CONSTRAINT few_begins;
--- A generated column on counters is computed for the ledger's writes.
-ALTER TABLE opledger.counters ADD COLUMN calls_seen bigint GENERATED ALWAYS AS (begins + successes) STORED;
+-- A generated column is computed for the ledger's writes.
+ALTER TABLE opledger.counter_deltas ADD COLUMN calls_seen bigint GENERATED ALWAYS AS (begins + successes) STORED;
 SELECT opledger.op_begin('cnt-7', 'ep', '{}');
-SELECT is((SELECT bool_and(calls_seen = begins + successes) FROM opledger.counters WHERE tool = 'ep'), true,
-          'a generated column on counters is computed for the ledger''s writes');
-ALTER TABLE opledger.counters DROP COLUMN calls_seen;
+SELECT is((SELECT bool_and(calls_seen = begins + successes) FROM opledger.counter_deltas WHERE tool = 'ep'), true,
+          'a generated column on counter_deltas is computed for the ledger''s writes');
+ALTER TABLE opledger.counter_deltas DROP COLUMN calls_seen;
 -- NOT NULL added to events.worker: a call without a worker is refused, with 23502.
 DELETE FROM opledger.events WHERE worker IS NULL;  -- (this file's transaction is rolled back)
 ALTER TABLE opledger.events ALTER COLUMN worker SET NOT NULL;

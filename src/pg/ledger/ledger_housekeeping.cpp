@@ -1,5 +1,6 @@
 // Housekeeping (SPEC §3-§4): op_sweep, op_claim_reconciliation, and the internal
 // helpers of register_tool (_check_pointers, _random_secret).
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
         store(row, sm::expire_lease(row.state, found->second, now, "op_sweep"), CallValues{}, now);
         ++swept;
     }
-    fold_counter_deltas();
+    fold_counter_deltas(std::numeric_limits<int>::max());
     spi.finish();
     return Int32GetDatum(swept);
 }

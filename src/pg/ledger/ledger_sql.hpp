@@ -40,9 +40,9 @@ enum class PlanId : int {
     insert_operation,  // a new operation (ON CONFLICT DO NOTHING), RETURNING it
     update_operation,  // any transition of a locked operation, RETURNING o.*
     insert_event,      // one audit-trail row
-    insert_deltas,     // one call's counter deltas (opledger.counter_deltas)
-    fold_deltas,       // op_sweep: remove the deltas, summed per tool
-    count_in_slot,     // op_sweep: add a tool's sums to an unlocked counters row of the tool
+    insert_deltas,     // one call's counts (opledger.counter_deltas)
+    fold_deltas,       // remove up to $1 deltas, summed per tool
+    count_in_slot,     // add a tool's sums to an unlocked counters row of the tool
     count_new_slot,    // or to a new one
     sweep_candidates,  // pending operations whose lease ran out, FOR UPDATE SKIP LOCKED
     claim_candidates,  // unknown operations without a live claim, FOR UPDATE SKIP LOCKED

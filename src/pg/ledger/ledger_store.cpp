@@ -255,23 +255,29 @@ void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& coun
     preferred_tool = tool;
 }
 
-// A call's counts (nothing when they are all zero, as for a claim). Under READ
-// COMMITTED (autocommit calls, most orchestrators) they go straight into a totals
-// row. A transaction that keeps one snapshot (REPEATABLE READ, SERIALIZABLE) would
-// get a serialization failure from FOR UPDATE on a totals row that another session
-// changed since its snapshot, so it appends its counts to counter_deltas instead: an
-// INSERT without unique keys, which never waits or conflicts. op_sweep folds those.
-void add_counts(const Value& tool_datum, const std::string& tool, const sm::Metrics& m) {
+// How often a backend folds deltas into the totals (every kFoldEvery appends), and
+// how many at most: the deltas the views sum stay about kFoldEvery per busy
+// backend, and a call pays for a fold of at most kFoldLimit rows now and then.
+constexpr int kFoldEvery = 32;
+constexpr int kFoldLimit = 1024;
+int appends_since_fold = 0;
+
+// A call's counts (nothing when they are all zero, as for a claim): appended as one
+// row of counter_deltas, an INSERT without unique keys, which never waits on or
+// conflicts with another transaction at any isolation level. Every kFoldEvery
+// appends a READ COMMITTED call also folds deltas into the totals (skipping every
+// row another transaction holds, so it never waits either). A transaction that keeps
+// one snapshot (REPEATABLE READ, SERIALIZABLE) does not fold: FOR UPDATE on a totals
+// row another session changed since its snapshot would be a serialization failure.
+void add_counts(const Value& tool_datum, const sm::Metrics& m) {
     const Counts counts = counts_of(m);
     bool any = false;
     for (long long d : counts) any = any || d != 0;
     if (!any) return;
-    if (!IsolationUsesXactSnapshot()) {
-        add_to_totals(tool_datum.datum, tool, counts);
-        return;
-    }
     const auto values = counter_params(tool_datum.datum, -1, counts);
     execute(PlanId::insert_deltas, values.data(), nullptr, 0);
+    if (++appends_since_fold < kFoldEvery || IsolationUsesXactSnapshot()) return;
+    fold_counter_deltas(kFoldLimit);
 }
 
 void notify(const OperationRow& row) {
@@ -287,7 +293,7 @@ void notify(const OperationRow& row) {
 void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
                              sm::Micros now) {
     for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
-    add_counts(row.tool_datum, row.tool, t.metrics);
+    add_counts(row.tool_datum, t.metrics);
 }
 
 }  // namespace
@@ -390,8 +396,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
     return written;
 }
 
-uint64 fold_counter_deltas() {
-    execute(PlanId::fold_deltas, nullptr, nullptr, 0);
+uint64 fold_counter_deltas(int max_rows) {
+    appends_since_fold = 0;
+    Datum limit[1] = {Int32GetDatum(max_rows)};
+    execute(PlanId::fold_deltas, limit, nullptr, 0);
     SPITupleTable* table = SPI_tuptable;
     const uint64 tools = SPI_processed;
     // Read every sum before the first write replaces SPI_tuptable.

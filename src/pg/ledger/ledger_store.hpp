@@ -70,8 +70,9 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
 // The events and counts of a transition whose row was just inserted.
 void store_new(const OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now);
 
-// op_sweep: folds the counter deltas that REPEATABLE READ and SERIALIZABLE calls
-// appended into the totals of opledger.counters; returns the number of tools folded.
-uint64 fold_counter_deltas();
+// Folds up to max_rows counter deltas (those no other transaction holds) into the
+// totals of opledger.counters; returns the number of tools folded. op_sweep folds
+// them all; calls fold a few now and then (ledger_store.cpp, add_counts).
+uint64 fold_counter_deltas(int max_rows);
 
 }  // namespace opledger::pg::ledger

@@ -177,19 +177,19 @@ StatementText insert_deltas() {
     return {"INSERT INTO opledger.counter_deltas (" + columns + ") VALUES (" + values + ")", counter_param_types()};
 }
 
-// op_sweep: the deltas this statement can see, removed and summed per tool. Rows of
+// Up to $1 deltas this statement can see, removed and summed per tool. Rows of
 // transactions still running are not visible, and rows another transaction holds
-// (a concurrent sweep, a maintenance or prepared transaction) are skipped: both wait
-// for a later sweep, and a sweep never waits on them.
+// (a concurrent fold, a maintenance or prepared transaction) are skipped: both wait
+// for a later fold, and a fold never waits on them.
 StatementText fold_deltas() {
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
         sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
     return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d "
             "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "SELECT l.ctid FROM opledger.counter_deltas AS l FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
+            "SELECT l.ctid FROM opledger.counter_deltas AS l LIMIT $1 FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
             "SELECT m.tool" + sums + " FROM m GROUP BY m.tool",
-            {}};
+            {INT4OID}};
 }
 
 // Adds a tool's sums to a totals row of the tool that no other transaction holds:

@@ -8,6 +8,9 @@
 -- They also pin enable_seqscan = off: their statements are prepared once per backend
 -- and kept, and a plan made while the ledger was empty (statistics say 0 rows) would
 -- otherwise scan the whole table for a primary-key lookup until the next ANALYZE.
+-- And jit = off: the one statement that must scan (the fold of counter_deltas, a
+-- table without indexes) then costs more than jit_above_cost, and compiling it
+-- took ~15 ms per fold for a statement that runs in well under one.
 
 CREATE TYPE opledger.begin_result AS (
     decision          text,                -- execute | replay | in_progress | retry_later | reconcile | needs_approval | failed
@@ -145,6 +148,7 @@ CREATE FUNCTION opledger.op_begin(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_begin';
 COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
     'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed (OL001 on reuse with other arguments)';
@@ -158,6 +162,7 @@ CREATE FUNCTION opledger.op_succeed(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_succeed';
 COMMENT ON FUNCTION opledger.op_succeed(text, jsonb, integer, text) IS
     'Records a success (pending/unknown/retryable -> succeeded); late successes are kept, a second different success is a detected duplicate effect';
@@ -172,6 +177,7 @@ CREATE FUNCTION opledger.op_fail(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_fail';
 COMMENT ON FUNCTION opledger.op_fail(text, jsonb, boolean, integer, text) IS
     'Records a definite failure of the pending attempt: failed, or retryable after backoff (failed once max_attempts is reached)';
@@ -185,6 +191,7 @@ CREATE FUNCTION opledger.op_mark_unknown(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_mark_unknown';
 COMMENT ON FUNCTION opledger.op_mark_unknown(text, jsonb, integer, text) IS
     'Records that the outcome of the pending attempt could not be observed (pending -> unknown)';
@@ -201,6 +208,7 @@ CREATE FUNCTION opledger.op_resolve(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_resolve';
 COMMENT ON FUNCTION opledger.op_resolve(text, text, jsonb, integer, text, text, boolean) IS
     'Reconciles an unknown operation: applied -> succeeded (result), not_applied -> retryable, failed -> failed (result stored as error)';
@@ -213,6 +221,7 @@ CREATE FUNCTION opledger.op_approve(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_approve';
 COMMENT ON FUNCTION opledger.op_approve(text, text, text) IS
     'Approves an operation of an irreversible tool that awaits approval; the next op_begin may execute it';
@@ -221,6 +230,7 @@ CREATE FUNCTION opledger.op_sweep(max_rows integer DEFAULT 1000) RETURNS integer
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_sweep';
 COMMENT ON FUNCTION opledger.op_sweep(integer) IS
     'Expires stale leases (pending -> unknown, or retryable/failed for read_only tools; SKIP LOCKED, safe from many sessions and pg_cron) and folds the counter deltas into the totals';
@@ -233,6 +243,7 @@ CREATE FUNCTION opledger.op_claim_reconciliation(
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER ROWS 10
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
+    SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_claim_reconciliation';
 COMMENT ON FUNCTION opledger.op_claim_reconciliation(text, integer, interval) IS
     'Claims up to max_rows unknown operations for this reconciler (oldest first, FOR UPDATE SKIP LOCKED, claim held for lease)';

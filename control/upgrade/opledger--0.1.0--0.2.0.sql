@@ -8,6 +8,7 @@
 --   FOR UPDATE SKIP LOCKED or a new one with a slot from a sequence; the metrics
 --   views sum both tables;
 -- * opledger.flush_counters() is gone: there is nothing deferred to flush;
+-- * the op_* functions written in C pin jit = off;
 -- * register_tool and op_purge are written so that Citus can plan their statements
 --   (no subquery in INSERT ... VALUES, no volatile call inside UPDATE/DELETE, no
 --   data-modifying CTE), and op_purge skips rows another transaction holds.
@@ -272,3 +273,13 @@ SELECT c.tool,
 
 COMMENT ON FUNCTION opledger.op_sweep(integer) IS
     'Expires stale leases (pending -> unknown, or retryable/failed for read_only tools; SKIP LOCKED, safe from many sessions and pg_cron) and folds the counter deltas into the totals';
+
+-- No JIT for the ledger's statements (see control/install/30_ledger_functions.sql).
+ALTER FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) SET jit = off;
+ALTER FUNCTION opledger.op_succeed(text, jsonb, integer, text) SET jit = off;
+ALTER FUNCTION opledger.op_fail(text, jsonb, boolean, integer, text) SET jit = off;
+ALTER FUNCTION opledger.op_mark_unknown(text, jsonb, integer, text) SET jit = off;
+ALTER FUNCTION opledger.op_resolve(text, text, jsonb, integer, text, text, boolean) SET jit = off;
+ALTER FUNCTION opledger.op_approve(text, text, text) SET jit = off;
+ALTER FUNCTION opledger.op_sweep(integer) SET jit = off;
+ALTER FUNCTION opledger.op_claim_reconciliation(text, integer, interval) SET jit = off;

@@ -312,7 +312,7 @@ DECLARE t record;
 BEGIN
     FOR t IN SELECT c.relname FROM pg_class AS c
               WHERE c.relnamespace = 'opledger'::regnamespace AND c.relkind = 'r' ORDER BY c.relname LOOP
-        EXECUTE format('CREATE TEMP TABLE %I (LIKE opledger.%I INCLUDING DEFAULTS)', t.relname, t.relname);
+        EXECUTE format('CREATE TEMP TABLE %I (LIKE opledger.%I INCLUDING DEFAULTS INCLUDING IDENTITY)', t.relname, t.relname);
     END LOOP;
 END $$;
 INSERT INTO pg_temp.tools (tool, effect, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact, created_at, updated_at)

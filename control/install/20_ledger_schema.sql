@@ -146,18 +146,20 @@ CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
 -- writes its counts itself, inside the call and the caller's transaction (a
 -- rolled-back call or savepoint counts nothing), and never waits on or fails because
 -- of another transaction on the counters (a maintenance transaction, a prepared one):
--- * it appends them as one row of opledger.counter_deltas: an INSERT into a table
---   without unique keys never waits or conflicts, at any isolation level;
--- * every 32 appends, a READ COMMITTED call also folds up to 1024 deltas into
---   opledger.counters (DELETE of deltas no other transaction holds, then per tool
---   into a totals row no other transaction holds, chosen with FOR UPDATE SKIP
---   LOCKED, or a new row in a fresh slot from counters_slot_seq); op_sweep folds
---   them all. REPEATABLE READ and SERIALIZABLE calls never fold (FOR UPDATE on a
---   totals row changed since their snapshot would be a serialization failure).
+-- * it appends them as one row of opledger.counter_deltas: an INSERT whose only key
+--   is a fresh identity value never waits or conflicts, at any isolation level;
+-- * the call whose delta_id is a multiple of 64 (READ COMMITTED only) folds the
+--   deltas of the last 1024 ids into opledger.counters (DELETE of deltas no other
+--   transaction holds, then per tool into a totals row no other transaction holds,
+--   chosen with FOR UPDATE SKIP LOCKED, or a new row in a fresh slot from
+--   counters_slot_seq); op_sweep folds them all. REPEATABLE READ and SERIALIZABLE
+--   calls never fold (FOR UPDATE on a totals row changed since their snapshot would
+--   be a serialization failure).
 -- The views sum both tables, so they are exact at any moment, and the folds keep
 -- the deltas they sum few. Status counts are deltas and may be negative in one row;
 -- their sums are exact.
 CREATE TABLE opledger.counter_deltas (
+    delta_id              bigint GENERATED ALWAYS AS IDENTITY,
     tool                  text NOT NULL,
     begins                bigint NOT NULL DEFAULT 0,
     executions            bigint NOT NULL DEFAULT 0,
@@ -175,7 +177,9 @@ CREATE TABLE opledger.counter_deltas (
     n_succeeded           bigint NOT NULL DEFAULT 0,
     n_failed              bigint NOT NULL DEFAULT 0,
     n_unknown             bigint NOT NULL DEFAULT 0,
-    n_retryable           bigint NOT NULL DEFAULT 0
+    n_retryable           bigint NOT NULL DEFAULT 0,
+    -- (also the replica identity: the folds' DELETEs work when the table is published)
+    CONSTRAINT counter_deltas_pkey PRIMARY KEY (delta_id)
 );
 COMMENT ON TABLE opledger.counter_deltas IS
     'Counts appended by each op_* call, folded into opledger.counters now and then by the calls and by op_sweep (the views sum both)';
@@ -207,7 +211,8 @@ COMMENT ON TABLE opledger.counters IS
 
 REVOKE ALL ON opledger.tools, opledger.hmac_key, opledger.operations, opledger.events,
     opledger.counters, opledger.counter_deltas FROM PUBLIC;
-REVOKE ALL ON SEQUENCE opledger.events_event_id_seq, opledger.counters_slot_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE opledger.events_event_id_seq, opledger.counters_slot_seq,
+    opledger.counter_deltas_delta_id_seq FROM PUBLIC;
 
 SELECT pg_catalog.pg_extension_config_dump('opledger.tools', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.hmac_key', '');
@@ -215,5 +220,6 @@ SELECT pg_catalog.pg_extension_config_dump('opledger.operations', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counters', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas_delta_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events_event_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counters_slot_seq', '');

@@ -3,7 +3,7 @@
 -- 0.2.0 writes every row through SQL inside each op_* call; nothing is left for
 -- commit time. For the schema that means:
 -- * each call appends its counts to the new table opledger.counter_deltas (0.1.0
---   wrote the backend's slot row of opledger.counters at commit); calls now and then,
+--   wrote the backend's slot row of opledger.counters at commit); every 64th call,
 --   and op_sweep, fold them into opledger.counters, into a totals row chosen with
 --   FOR UPDATE SKIP LOCKED or a new one with a slot from a sequence; the metrics
 --   views sum both tables;
@@ -17,6 +17,7 @@
 \echo Use "ALTER EXTENSION opledger UPDATE TO '0.2.0'" to load this file. \quit
 
 CREATE TABLE opledger.counter_deltas (
+    delta_id              bigint GENERATED ALWAYS AS IDENTITY,
     tool                  text NOT NULL,
     begins                bigint NOT NULL DEFAULT 0,
     executions            bigint NOT NULL DEFAULT 0,
@@ -34,12 +35,16 @@ CREATE TABLE opledger.counter_deltas (
     n_succeeded           bigint NOT NULL DEFAULT 0,
     n_failed              bigint NOT NULL DEFAULT 0,
     n_unknown             bigint NOT NULL DEFAULT 0,
-    n_retryable           bigint NOT NULL DEFAULT 0
+    n_retryable           bigint NOT NULL DEFAULT 0,
+    -- (also the replica identity: the folds' DELETEs work when the table is published)
+    CONSTRAINT counter_deltas_pkey PRIMARY KEY (delta_id)
 );
 COMMENT ON TABLE opledger.counter_deltas IS
     'Counts appended by each op_* call, folded into opledger.counters now and then by the calls and by op_sweep (the views sum both)';
 REVOKE ALL ON opledger.counter_deltas FROM PUBLIC;
+REVOKE ALL ON SEQUENCE opledger.counter_deltas_delta_id_seq FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas_delta_id_seq', '');
 
 CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 -- New slots start above every slot a 0.1.0 backend used, so a new row never meets an old one.

@@ -13,7 +13,8 @@
 //  * No ereport unwinds a C++ frame. A PostgreSQL call that may ereport is made
 //    inside pg_call(), whose lambda runs through a noexcept trampoline inside one C++
 //    function that holds the PG_TRY (detail::run_guarded): the longjmp of an ereport
-//    lands there, above every frame of the lambda's caller. pg_call copies the
+//    lands there, so the only frames it skips are the lambda's and the trampoline's,
+//    and every frame of pg_call's caller is left intact. pg_call copies the
 //    ErrorData, flushes PostgreSQL's error state and throws PgError carrying it; the
 //    C++ frames between unwind normally, and sql_entry re-raises the original error
 //    with its SQLSTATE, DETAIL and HINT.

@@ -43,7 +43,7 @@ SELECT is((SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid
 -- pg_dump carries the rows: all tables and the event sequence are configuration of the extension
 SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text) FROM pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'opledger'),
-          ARRAY['opledger.counter_deltas', 'opledger.counters', 'opledger.counters_slot_seq', 'opledger.events', 'opledger.events_event_id_seq', 'opledger.hmac_key', 'opledger.operations',
+          ARRAY['opledger.counter_deltas', 'opledger.counter_deltas_delta_id_seq', 'opledger.counters', 'opledger.counters_slot_seq', 'opledger.events', 'opledger.events_event_id_seq', 'opledger.hmac_key', 'opledger.operations',
                 'opledger.tools'],
           'pg_extension_config_dump marks every table and the sequence');
 -- Nothing created outside the extension: every object in the schema belongs to it

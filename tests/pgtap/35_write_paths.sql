@@ -81,27 +81,27 @@ RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP INDEX opledger.events_kind_lower;
 
--- Counters: every call appends its counts to counter_deltas, and every 32 appends a
--- READ COMMITTED call folds deltas into the totals of counters (as op_sweep does,
--- for all of them). A tool's count is the sum of both tables, exactly once.
+-- Counters: every call appends its counts to counter_deltas, and the READ COMMITTED
+-- call whose delta_id is a multiple of 64 folds the last 1024 ids into the totals of
+-- counters (op_sweep folds them all). A tool's count is the sum of both, exactly once.
 CREATE FUNCTION pg_temp.begins_of(t text) RETURNS numeric LANGUAGE sql AS $$
     SELECT coalesce((SELECT sum(begins) FROM opledger.counters WHERE tool = t), 0)
          + coalesce((SELECT sum(begins) FROM opledger.counter_deltas WHERE tool = t), 0)
 $$;
 SELECT pg_temp.begins_of('ep') AS begins_before \gset
-SELECT count(*) FROM (SELECT opledger.op_begin('cnt-a-' || i, 'ep', '{}') FROM generate_series(1, 40) AS i) AS calls;
-SELECT is(pg_temp.begins_of('ep'), (:begins_before + 40)::numeric, '40 calls count 40, across the folds');
-SELECT cmp_ok((SELECT count(*) FROM opledger.counter_deltas), '<', 40::bigint,
-              'and calls fold deltas now and then, so few stay unfolded');
+SELECT count(*) FROM (SELECT opledger.op_begin('cnt-a-' || i, 'ep', '{}') FROM generate_series(1, 130) AS i) AS calls;
+SELECT is(pg_temp.begins_of('ep'), (:begins_before + 130)::numeric, '130 calls count 130, across the folds');
+SELECT cmp_ok((SELECT count(*) FROM opledger.counter_deltas), '<', 64::bigint,
+              'and calls fold deltas as they come, so fewer than 64 stay unfolded');
 SELECT opledger.op_sweep();
 SELECT is((SELECT count(*) FROM opledger.counter_deltas), 0::bigint, 'op_sweep folds every delta it can see');
-SELECT is(pg_temp.begins_of('ep'), (:begins_before + 40)::numeric, 'and the sum is what it was');
+SELECT is(pg_temp.begins_of('ep'), (:begins_before + 130)::numeric, 'and the sum is what it was');
 -- After an operator rewrote the totals row (a newer version elsewhere) or deleted
 -- the counts, the next folds must still land exactly once.
 UPDATE opledger.counters SET begins = begins WHERE tool = 'ep';
 SELECT opledger.op_begin('cnt-2', 'ep', '{}');
 SELECT opledger.op_sweep();
-SELECT is(pg_temp.begins_of('ep'), (:begins_before + 41)::numeric,
+SELECT is(pg_temp.begins_of('ep'), (:begins_before + 131)::numeric,
           'a totals row rewritten by someone else: the next fold adds exactly once');
 DELETE FROM opledger.counters WHERE tool = 'ep';
 SELECT count(*) FROM (SELECT opledger.op_begin('cnt-b-' || i, 'ep', '{}') FROM generate_series(1, 40) AS i) AS calls;
@@ -130,11 +130,14 @@ SELECT is((SELECT count(*) FROM opledger.operations WHERE operation_id = 'ck-1')
           'and the refused call left no operation');
 ALTER TABLE opledger.counter_deltas DROP CONSTRAINT no_ck;
 ALTER TABLE opledger.counters ADD CONSTRAINT few_begins CHECK (tool <> 'ck' OR begins < 3);
-SELECT opledger.op_sweep();  -- (a fold also restarts this backend's count to the next fold)
-SELECT opledger.op_begin('ck-' || i, 'ck', '{}') FROM generate_series(2, 4) AS i;
-SELECT throws_ok($$SELECT opledger.op_sweep()$$, '23514', NULL,
+SELECT pg_temp.begins_of('ck') AS ck_before \gset
+-- (a call folds too, now and then: the constraint may stop the fourth call or the sweep)
+SELECT throws_ok($q$DO $do$ BEGIN
+                     PERFORM opledger.op_begin('ck-' || i, 'ck', '{}') FROM generate_series(2, 4) AS i;
+                     PERFORM opledger.op_sweep();
+                   END $do$$q$, '23514', NULL,
                  'a CHECK constraint on counters is enforced when the deltas are folded into it');
-SELECT is(pg_temp.begins_of('ck'), 3::numeric, 'and the refused fold lost no count');
+SELECT is(pg_temp.begins_of('ck'), :ck_before::numeric, 'and the refused statement changed no count');
 ALTER TABLE opledger.counters DROP CONSTRAINT few_begins;
 -- A generated column is computed for the ledger's writes.
 ALTER TABLE opledger.counter_deltas ADD COLUMN calls_seen bigint GENERATED ALWAYS AS (begins + successes) STORED;

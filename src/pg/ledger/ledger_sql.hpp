@@ -41,7 +41,8 @@ enum class PlanId : int {
     update_operation,  // any transition of a locked operation, RETURNING o.*
     insert_event,      // one audit-trail row
     insert_deltas,     // one call's counts (opledger.counter_deltas)
-    fold_deltas,       // remove up to $1 deltas, summed per tool
+    fold_deltas,       // remove up to $1 deltas, summed per tool (op_sweep)
+    fold_window,       // remove the deltas with ids in ($1, $2], summed per tool
     count_in_slot,     // add a tool's sums to an unlocked counters row of the tool
     count_new_slot,    // or to a new one
     sweep_candidates,  // pending operations whose lease ran out, FOR UPDATE SKIP LOCKED

@@ -255,20 +255,26 @@ void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& coun
     preferred_tool = tool;
 }
 
-// How often a backend folds deltas into the totals (every kFoldEvery appends), and
-// how many at most: the deltas the views sum stay about kFoldEvery per busy
-// backend, and a call pays for a fold of at most kFoldLimit rows now and then.
-constexpr int kFoldEvery = 32;
-constexpr int kFoldLimit = 1024;
-int appends_since_fold = 0;
-
 // A call's counts (nothing when they are all zero, as for a claim): appended as one
 // row of counter_deltas, an INSERT without unique keys, which never waits on or
-// conflicts with another transaction at any isolation level. Every kFoldEvery
-// appends a READ COMMITTED call also folds deltas into the totals (skipping every
-// row another transaction holds, so it never waits either). A transaction that keeps
-// one snapshot (REPEATABLE READ, SERIALIZABLE) does not fold: FOR UPDATE on a totals
-// row another session changed since its snapshot would be a serialization failure.
+// conflicts with another transaction at any isolation level.
+//
+// The deltas are folded into the totals as they come: the call whose delta_id is a
+// multiple of kFoldEvery folds the deltas of the last kFoldWindow ids (a range scan
+// of the primary key that skips rows another transaction holds, so it never waits
+// either). The ids come from one sequence for all sessions, so this works whoever the
+// callers are (long sessions or a connection per request), and every row gets
+// kFoldWindow / kFoldEvery chances to be folded after its transaction ended. The
+// deltas the views sum stay about kFoldEvery plus the rows of transactions that ran
+// longer than that, for one small fold per kFoldEvery appends. A transaction that
+// keeps one snapshot (REPEATABLE READ, SERIALIZABLE) does not fold: FOR UPDATE on a
+// totals row another session changed since its snapshot would be a serialization
+// failure. op_sweep folds whatever is left.
+uint64 add_folded_sums();
+
+constexpr int64 kFoldEvery = 64;
+constexpr int64 kFoldWindow = 1024;
+
 void add_counts(const Value& tool_datum, const sm::Metrics& m) {
     const Counts counts = counts_of(m);
     bool any = false;
@@ -276,9 +282,39 @@ void add_counts(const Value& tool_datum, const sm::Metrics& m) {
     if (!any) return;
     const auto values = counter_params(tool_datum.datum, -1, counts);
     execute(PlanId::insert_deltas, values.data(), nullptr, 0);
-    if (++appends_since_fold < kFoldEvery || IsolationUsesXactSnapshot()) return;
-    fold_counter_deltas(kFoldLimit);
+    bool is_null = false;
+    const int64 delta_id = DatumGetInt64(column(SPI_tuptable, 0, 0, &is_null));
+    if (delta_id % kFoldEvery != 0 || IsolationUsesXactSnapshot()) return;
+    Datum window[2] = {Int64GetDatum(delta_id - kFoldWindow), Int64GetDatum(delta_id)};
+    execute(PlanId::fold_window, window, nullptr, 0);
+    add_folded_sums();
 }
+
+// Adds the per-tool sums a fold statement returned (the current SPI result) to the
+// totals; returns the number of tools.
+uint64 add_folded_sums() {
+    SPITupleTable* table = SPI_tuptable;
+    const uint64 tools = SPI_processed;
+    // Read every sum before the first write replaces SPI_tuptable.
+    struct ToolSums {
+        Datum tool_datum;
+        std::string tool;
+        Counts counts;
+    };
+    std::vector<ToolSums> sums;
+    sums.reserve(tools);
+    for (uint64 i = 0; i < tools; ++i) {
+        ToolSums t{value_at(table, i, 0).datum, text_to_string(value_at(table, i, 0).datum), {}};
+        for (int k = 0; k < kCounterColumns; ++k) {
+            const Value v = value_at(table, i, 1 + k);
+            t.counts[k] = v.null ? 0 : DatumGetInt64(v.datum);
+        }
+        sums.push_back(std::move(t));
+    }
+    for (const ToolSums& t : sums) add_to_totals(t.tool_datum, t.tool, t.counts);
+    return tools;
+}
+
 
 void notify(const OperationRow& row) {
     std::string payload = "{\"operation_id\":";
@@ -397,29 +433,9 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
 }
 
 uint64 fold_counter_deltas(int max_rows) {
-    appends_since_fold = 0;
     Datum limit[1] = {Int32GetDatum(max_rows)};
     execute(PlanId::fold_deltas, limit, nullptr, 0);
-    SPITupleTable* table = SPI_tuptable;
-    const uint64 tools = SPI_processed;
-    // Read every sum before the first write replaces SPI_tuptable.
-    struct ToolSums {
-        Datum tool_datum;
-        std::string tool;
-        Counts counts;
-    };
-    std::vector<ToolSums> sums;
-    sums.reserve(tools);
-    for (uint64 i = 0; i < tools; ++i) {
-        ToolSums t{value_at(table, i, 0).datum, text_to_string(value_at(table, i, 0).datum), {}};
-        for (int k = 0; k < kCounterColumns; ++k) {
-            const Value v = value_at(table, i, 1 + k);
-            t.counts[k] = v.null ? 0 : DatumGetInt64(v.datum);
-        }
-        sums.push_back(std::move(t));
-    }
-    for (const ToolSums& t : sums) add_to_totals(t.tool_datum, t.tool, t.counts);
-    return tools;
+    return add_folded_sums();
 }
 
 }  // namespace opledger::pg::ledger

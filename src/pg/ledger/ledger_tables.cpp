@@ -174,22 +174,23 @@ StatementText insert_deltas() {
         columns += std::string(", ") + kCounters[i];
         values += ", " + param(kCounterParamsBefore + i);
     }
-    return {"INSERT INTO opledger.counter_deltas (" + columns + ") VALUES (" + values + ")", counter_param_types()};
+    return {"INSERT INTO opledger.counter_deltas AS d (" + columns + ") VALUES (" + values + ") RETURNING d.delta_id",
+            counter_param_types()};
 }
 
-// Up to $1 deltas this statement can see, removed and summed per tool. Rows of
-// transactions still running are not visible, and rows another transaction holds
-// (a concurrent fold, a maintenance or prepared transaction) are skipped: both wait
-// for a later fold, and a fold never waits on them.
-StatementText fold_deltas() {
+// Deltas removed and summed per tool: those of `which` this statement can see and
+// no other transaction holds. Rows of transactions still running are not visible,
+// and rows another transaction holds (a concurrent fold, a maintenance or prepared
+// transaction) are skipped: both wait for a later fold, and a fold never waits.
+StatementText fold(const std::string& which, std::vector<Oid> types) {
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
         sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
     return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d "
             "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "SELECT l.ctid FROM opledger.counter_deltas AS l LIMIT $1 FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
+            "SELECT l.ctid FROM opledger.counter_deltas AS l " + which + " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
             "SELECT m.tool" + sums + " FROM m GROUP BY m.tool",
-            {INT4OID}};
+            std::move(types)};
 }
 
 // Adds a tool's sums to a totals row of the tool that no other transaction holds:
@@ -252,7 +253,11 @@ StatementText statement_text(PlanId id) {
         case PlanId::insert_deltas:
             return insert_deltas();
         case PlanId::fold_deltas:
-            return fold_deltas();
+            return fold("LIMIT $1", {INT4OID});
+        case PlanId::fold_window:
+            // The deltas with ids in ($1, $2]: a range scan of the primary key.
+            return fold("WHERE l.delta_id OPERATOR(pg_catalog.>) $1 AND l.delta_id OPERATOR(pg_catalog.<=) $2",
+                        {INT8OID, INT8OID});
         case PlanId::count_in_slot:
             return count_in_slot();
         case PlanId::count_new_slot:

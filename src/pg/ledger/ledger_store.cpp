@@ -255,11 +255,13 @@ void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& coun
     preferred_tool = tool;
 }
 
-// A call's counts (nothing when they are all zero, as for a claim): appended as one
-// row of counter_deltas, an INSERT without unique keys, which never waits on or
-// conflicts with another transaction at any isolation level.
+uint64 add_folded_sums();
+
+// A call's counts (nothing when they are all zero, as for a claim) are appended as one
+// row of counter_deltas, an INSERT whose only key is a fresh identity value, so it
+// never waits on or conflicts with another transaction at any isolation level.
 //
-// The deltas are folded into the totals as they come: the call whose delta_id is a
+// They are folded into the totals as they come: the call whose delta_id is a
 // multiple of kFoldEvery folds the deltas of the last kFoldWindow ids (a range scan
 // of the primary key that skips rows another transaction holds, so it never waits
 // either). The ids come from one sequence for all sessions, so this works whoever the
@@ -270,8 +272,6 @@ void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& coun
 // keeps one snapshot (REPEATABLE READ, SERIALIZABLE) does not fold: FOR UPDATE on a
 // totals row another session changed since its snapshot would be a serialization
 // failure. op_sweep folds whatever is left.
-uint64 add_folded_sums();
-
 constexpr int64 kFoldEvery = 64;
 constexpr int64 kFoldWindow = 1024;
 

@@ -62,8 +62,6 @@ Datum string_to_text(std::string_view value);
 Datum json_text_to_jsonb(const char* json);
 std::string bytea_to_string(Datum bytea_datum);
 Datum string_to_bytea(std::string_view bytes);
-// Appends value as a JSON string (for the small JSON texts built here: NOTIFY payloads).
-void append_json_string(std::string& out, std::string_view value);
 
 // A nullable Datum.
 struct Value {

@@ -115,13 +115,19 @@ Value payload_after(const Value& before, sm::Payload payload, const Value& from_
     return before;
 }
 
-void fill_params(OperationParams& p, const OperationRow& row, const sm::OperationState& s, sm::Micros now) {
+// The columns written when an operation is created and never changed after
+// (update_operation does not read these parameters, so a transition leaves them NULL).
+enum class Identity { set, leave_null };
+
+void fill_params(OperationParams& p, const OperationRow& row, const sm::OperationState& s, sm::Micros now,
+                 Identity identity) {
     p.set(oc_operation_id, row.operation_id);
-    p.set(oc_conversation_id, row.conversation_id);
-    p.set(oc_tool, row.tool_datum);
-    p.set(oc_args, row.args);
-    p.set(oc_args_hash, Value::of(string_to_bytea(row.args_hash)));
-    p.set(oc_fingerprint_alg, Value::of(string_to_text(row.fingerprint_alg)));
+    const bool set = identity == Identity::set;
+    p.set(oc_conversation_id, set ? row.conversation_id : Value{});
+    p.set(oc_tool, set ? row.tool_datum : Value{});
+    p.set(oc_args, set ? row.args : Value{});
+    p.set(oc_args_hash, set ? Value::of(string_to_bytea(row.args_hash)) : Value{});
+    p.set(oc_fingerprint_alg, set ? Value::of(string_to_text(row.fingerprint_alg)) : Value{});
     p.set(oc_status, Value::of(string_to_text(sm::status_name(s.status))));
     p.set_int(oc_attempt, s.attempt);
     p.set_text(oc_lease_owner, s.lease_owner);
@@ -316,24 +322,7 @@ uint64 add_folded_sums() {
 }
 
 
-void notify(const OperationRow& row) {
-    std::string payload = "{\"operation_id\":";
-    append_json_string(payload, text_to_string(row.operation_id.datum));
-    payload += ",\"status\":\"";
-    payload += sm::status_name(row.state.status);
-    payload += "\"}";
-    const char* text = payload.c_str();
-    pg_call([&] { Async_Notify("opledger", text); });
-}
-
-void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
-                             sm::Micros now) {
-    for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
-    add_counts(row.tool_datum, t.metrics);
-}
-
-}  // namespace
-
+// Appends value as a JSON string (the NOTIFY payload is built here).
 void append_json_string(std::string& out, std::string_view value) {
     out.push_back('"');
     for (unsigned char c : value) {
@@ -356,6 +345,24 @@ void append_json_string(std::string& out, std::string_view value) {
     }
     out.push_back('"');
 }
+
+void notify(const OperationRow& row) {
+    std::string payload = "{\"operation_id\":";
+    append_json_string(payload, text_to_string(row.operation_id.datum));
+    payload += ",\"status\":\"";
+    payload += sm::status_name(row.state.status);
+    payload += "\"}";
+    const char* text = payload.c_str();
+    pg_call([&] { Async_Notify("opledger", text); });
+}
+
+void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
+                             sm::Micros now) {
+    for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
+    add_counts(row.tool_datum, t.metrics);
+}
+
+}  // namespace
 
 OperationRow read_operation(SPITupleTable* table, uint64 index) {
     OperationRow row;
@@ -401,7 +408,7 @@ std::optional<OperationRow> fetch_operation(PlanId plan, Datum operation_id) {
 
 std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, sm::Micros now) {
     OperationParams p;
-    fill_params(p, row, t.after, now);
+    fill_params(p, row, t.after, now, Identity::set);
     execute(PlanId::insert_operation, p.values.data(), p.nulls.data(), 0);
     if (SPI_processed != 1) return std::nullopt;
     return read_operation(SPI_tuptable, 0);
@@ -418,7 +425,7 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
         row.result = payload_after(row.result, t.result, call.payload);
         row.error = payload_after(row.error, t.error, call.payload);
         OperationParams p;
-        fill_params(p, row, t.after, now);
+        fill_params(p, row, t.after, now, Identity::leave_null);
         p.set_bool(op_set_result, t.result != sm::Payload::keep);
         p.set_bool(op_set_error, t.error != sm::Payload::keep);
         execute(PlanId::update_operation, p.values.data(), p.nulls.data(), 0);

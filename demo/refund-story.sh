@@ -5,7 +5,8 @@
 #   bash demo/refund-story.sh [--keep]
 #
 # Needs: the opledger extension installed (`make && make install`), PostgreSQL 15
-# server binaries, node (for the fake payment provider) and curl. Starts its own
+# server binaries, node (for the fake payment provider) and curl; act 7 builds
+# clients/mcp on first use (npm ci, from the npm registry). Starts its own
 # throwaway cluster (as the `postgres` OS user when run as root) and its own fake
 # provider on loopback, and stops and removes both at the end, unless --keep is given.
 # Every SQL call is printed with the rows it returned; every decision is checked,
@@ -100,11 +101,17 @@ expect "the number of refunds of ch_1001 (the customer was paid twice)" "$n" "2"
 chapter "2. The same moment with opledger"
 say "Install the extension and declare the tool. A refund is a non-idempotent write, and this provider has no idempotency keys: what the adapter can guarantee is read-before-write, looking the refund up by the reference we send (the operation ID). trace_id changes on every retry, so it is left out of the fingerprint."
 sql_call "CREATE EXTENSION IF NOT EXISTS opledger" || exit 1
+say "The extension ships group roles; the admin creates them and gives them to the services' login roles. From here on the orchestrator runs as support_agent (opledger_agent: op_begin and the reports, nothing else), the reconciler as refund_reconciler (opledger_reconciler) and the operators' dashboard as ops_dashboard (opledger_dashboard). None of them is a superuser; registering tools is the admin's job."
+sql_call "SELECT string_agg(r, ', ') AS shipped_roles FROM opledger.create_roles() AS r" || exit 1
+sql_call "CREATE ROLE support_agent LOGIN IN ROLE opledger_agent;
+CREATE ROLE refund_reconciler LOGIN IN ROLE opledger_reconciler;
+CREATE ROLE ops_dashboard LOGIN IN ROLE opledger_dashboard" || exit 1
 sql_call "SELECT tool, effect, guarantee, max_attempts, hash_exclude
   FROM opledger.register_tool('payments.refund', 'non_idempotent_write',
                               guarantee    => 'read_before_write',
                               hash_exclude => '{/trace_id}')" || exit 1
 
+as_role support_agent
 say "The orchestrator turns the agent's intent into a stable operation ID, derived from the conversation and the plan step (not from the retry loop), so every retry of this step gets the same ID."
 sql_call "SELECT opledger.derive_operation_id('support-agent/refunds',
          '{\"conversation_id\": \"conv-8841\", \"plan_step\": 3}') AS operation_id" || exit 1
@@ -146,11 +153,13 @@ sql_expect_error OL001 "SELECT decision
                          '{\"charge\": \"ch_2002\", \"amount_cents\": 2500, \"currency\": \"eur\", \"trace_id\": \"t-03\"}')"
 expect_contains "the error detail" "$SQL_ERROR_TEXT" "/amount_cents"
 
+as_role ops_dashboard
 say "Operators see the operation waiting for reconciliation:"
 sql_show "SELECT operation_id, tool, attempts, age, claim_owner
   FROM opledger.unknown_operations"
 
 chapter "4. The reconciler"
+as_role refund_reconciler
 say "A reconciler worker claims unknown operations (FOR UPDATE SKIP LOCKED: two reconcilers never get the same one) and asks the provider, by our reference, whether the refund exists."
 sql_call "SELECT operation_id, tool, status, attempt
   FROM opledger.op_claim_reconciliation('reconciler-1')"
@@ -175,6 +184,7 @@ expect "status" "${ROW[status]:-}" "succeeded"
 expect "provider_ref" "${ROW[provider_ref]:-}" "$REFUND_ID"
 
 chapter "5. The retry, once more"
+as_role support_agent
 sql_call "SELECT decision, status, result, provider_ref
   FROM opledger.op_begin('$OP', 'payments.refund',
                          '$ARGS_RETRY',
@@ -187,23 +197,66 @@ printf '  %sGET %s/v1/refunds?charge=ch_2002%s -> %s refund\n' "$C_DIM" "$PROVID
 expect "the number of refunds of ch_2002" "$n" "1"
 
 chapter "6. What the operators see"
-say "The metrics view: duplicates prevented (op_begin answered anything but execute), unknown operations, reconciliation latency, manual interventions."
+as_role ops_dashboard
+say "The metrics view: duplicates prevented (executions that did not happen again: the replay; the retry told to reconcile counts once, when it is answered), every answer but execute, unknown operations, reconciliation latency, manual interventions."
 sql_call "SELECT * FROM opledger.metrics"
-expect "duplicates_prevented" "${ROW[duplicates_prevented]:-}" "2"
+expect "duplicates_prevented" "${ROW[duplicates_prevented]:-}" "1"
+expect "non_execute_answers" "${ROW[non_execute_answers]:-}" "2"
 expect "ops_unknown" "${ROW[ops_unknown]:-}" "0"
 sql_show "SELECT tool, effect, attempts, begin_calls, duplicates_prevented, success_rate, unknown_rate
   FROM opledger.tool_stats"
 say "And the audit trail of the operation, in order (the rejected OL001 call rolled back and left no event; it is in the server log):"
-sql_show "SELECT event_id, kind, decision, status_before, status_after, attempt, worker, provider_ref
-  FROM opledger.events WHERE operation_id = '$OP' ORDER BY event_id"
-transitions=$(sql_value "SELECT string_agg(coalesce(status_before::text, '-') || '>' || status_after::text, ' ' ORDER BY event_id)
+sql_show "SELECT seq, kind, decision, status_before, status_after, attempt, worker, provider_ref, role
+  FROM opledger.events WHERE operation_id = '$OP' ORDER BY seq"
+transitions=$(sql_value "SELECT string_agg(coalesce(status_before::text, '-') || '>' || status_after::text, ' ' ORDER BY seq)
   FROM opledger.events WHERE operation_id = '$OP'")
-decisions=$(sql_value "SELECT string_agg(decision, ' ' ORDER BY event_id)
+roles=$(sql_value "SELECT string_agg(DISTINCT role, ' ' ORDER BY role) FROM opledger.events WHERE operation_id = '$OP'")
+expect "the roles that made the calls" "$roles" "refund_reconciler support_agent"
+decisions=$(sql_value "SELECT string_agg(decision, ' ' ORDER BY seq)
   FROM opledger.events WHERE operation_id = '$OP' AND kind = 'begin'")
 expect "the decisions op_begin gave, in order" "$decisions" "execute reconcile replay"
 expect_contains "the audit trail" "$transitions" "pending>unknown"
 expect_contains "the audit trail" "$transitions" "unknown>succeeded"
 expect_contains "the audit trail" "$transitions" "succeeded>succeeded"
+
+chapter "7. The same refund through an MCP host (opledger-mcp)"
+say "Most agents call their tools through the Model Context Protocol. The payments API is now an MCP server (clients/mcp/examples/payments-server.ts), and the host runs it behind the gateway: opledger-mcp --config demo/mcp-payments.json -- node payments-server.js. Neither the host nor the server knows about opledger. The admin registers the gateway's policies once:"
+MCP_BIN="$HERE/../clients/mcp/bin/opledger-mcp"
+MCP_DIST="$HERE/../clients/mcp/dist"
+"$MCP_BIN" --help >/dev/null 2>"$CLUSTER_DIR/mcp-build.log" || { cat "$CLUSTER_DIR/mcp-build.log" >&2; fail "clients/mcp could not be built"; }
+printf '  %s$ opledger-mcp register --config demo/mcp-payments.json%s\n' "$C_DIM" "$C_OFF"
+"$MCP_BIN" register --config "$HERE/mcp-payments.json" 2>>"$CLUSTER_DIR/mcp.log" | sed 's/^/    /'
+say "The host asks for a refund of 30.00 EUR on ch_3003. The provider books it but holds the answer back; after 1 second the host gives up on the request (MCP cancellation) and, like hosts do, sends the same call again."
+drop_next_ack
+# The gateway runs as the agent's login role; its inline lookup resolves through the
+# reconciler's role (the agent may not call op_resolve).
+HOST_OUT=$(PGUSER=support_agent \
+    OPLEDGER_RECONCILER_DATABASE_URL="postgresql://refund_reconciler@/$PGDATABASE?host=$PGHOST&port=$PGPORT" \
+    node "$MCP_DIST/examples/demo-host.js" --tool refund --timeout-ms 1000 --sends 2 \
+    --args '{"charge":"ch_3003","amount_cents":3000,"currency":"eur"}' \
+    -- "$MCP_BIN" --config "$HERE/mcp-payments.json" -- node "$MCP_DIST/examples/payments-server.js" --provider "$PROVIDER" \
+    2>>"$CLUSTER_DIR/mcp.log")
+printf '%s\n' "$HOST_OUT" | sed 's/^/    host> /'
+send1=$(sed -n 1p <<<"$HOST_OUT")
+send2=$(sed -n 2p <<<"$HOST_OUT")
+expect_contains "the first send, as the host saw it" "$send1" '"timeout":true'
+expect_contains "the re-send's answer" "$send2" '"decision":"replay"'
+expect_contains "the re-send's answer" "$send2" '"isError":false'
+MCP_OP=$(node -e 'console.log(JSON.parse(process.argv[1]).operation_id ?? "")' "$send2")
+say "The gateway recorded the cancelled call as unknown (not failed). On the re-send the ledger said reconcile, so the gateway ran the tool's lookup (find_refunds by the reference it had sent: the operation ID), found the refund, resolved the operation as applied and answered with it. The refund was not sent twice:"
+n=$(refunds_of ch_3003)
+printf '  %sGET %s/v1/refunds?charge=ch_3003%s -> %s refund\n' "$C_DIM" "$PROVIDER" "$C_OFF" "$n"
+expect "the number of refunds of ch_3003" "$n" "1"
+sql_show "SELECT seq, kind, decision, status_before, status_after, attempt, provider_ref, role
+  FROM opledger.events WHERE operation_id = '$MCP_OP' ORDER BY seq"
+mcp_trail=$(sql_value "SELECT string_agg(coalesce(status_before::text, '-') || '>' || status_after::text, ' ' ORDER BY seq)
+  FROM opledger.events WHERE operation_id = '$MCP_OP'")
+expect_contains "the audit trail" "$mcp_trail" "pending>unknown"
+expect_contains "the audit trail" "$mcp_trail" "unknown>succeeded"
+say "The gateway's structured log has one line per decision (stderr of opledger-mcp):"
+grep '"event":"decision"\|"event":"lookup"\|"event":"outcome"' "$CLUSTER_DIR/mcp.log" | node -e '
+let s=""; process.stdin.on("data",d=>s+=d).on("end",()=>{ for (const l of s.split("\n").filter(Boolean)) {
+  const o=JSON.parse(l); console.log("    " + JSON.stringify({event:o.event, tool:o.tool, decision:o.decision, outcome:o.outcome, reason:o.reason, attempt:o.attempt, ledger_ms:o.ledger_ms})); } })'
 
 # --- the end -------------------------------------------------------------------
 

@@ -32,7 +32,12 @@ CREATE ROLE regress_opledger_approver;
 GRANT USAGE ON SCHEMA opledger TO regress_opledger_hostile, regress_opledger_approver;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA opledger TO regress_opledger_hostile;
 GRANT EXECUTE ON FUNCTION opledger.op_approve(text, text, text) TO regress_opledger_approver;
-GRANT SELECT ON opledger.metrics, opledger.tool_stats, opledger.unknown_operations TO regress_opledger_hostile;
+GRANT SELECT ON opledger.metrics, opledger.tool_stats, opledger.unknown_operations, opledger.rejected_reuses,
+    opledger.metrics_hourly TO regress_opledger_hostile;
+-- SELECT on the ledger too, so that the reports hand back whole rows (a role without
+-- it gets args, result, error and approval_note as NULL: tests/pgtap/92_*) and this
+-- test sees that every stored value is right.
+GRANT SELECT ON opledger.operations TO regress_opledger_hostile, regress_opledger_approver;
 CREATE SCHEMA hostile AUTHORIZATION regress_opledger_hostile;
 GRANT USAGE ON SCHEMA hostile TO PUBLIC;
 
@@ -322,7 +327,7 @@ INSERT INTO pg_temp.hmac_key (key_id, secret, created_at) VALUES (1, sha256('dec
 INSERT INTO pg_temp.operations (operation_id, tool, args, args_hash, fingerprint_alg, status, attempt, result, created_at, updated_at, finished_at)
 SELECT 'hx-' || id, 'hx.charge', '{}', sha256('decoy'), 'jcs-sha256/1', 'succeeded', 7, '{"decoy": true}', now(), now(), now()
   FROM unnest('{ok,fail,later,ready,once,unknown,unknown-2,idem,notapplied,late,expire,sweep,sweep-read,deploy,card,tx,prepared}'::text[]) AS id;
-INSERT INTO pg_temp.events (operation_id, event_id, at, kind, status_after) VALUES ('hx-ok', 1, now(), 'decoy', 'failed');
+INSERT INTO pg_temp.events (operation_id, event_id, at, kind, status_after, seq) VALUES ('hx-ok', 1, now(), 'decoy', 'failed', 1);
 INSERT INTO pg_temp.counters (tool, slot, begins) SELECT 'hx.charge', s, 1000000 FROM generate_series(-10, 200) AS s;
 DO $$
 DECLARE t record;
@@ -382,31 +387,31 @@ SELECT (SELECT count(*) FROM pg_operator WHERE oprnamespace = 'hostile'::regname
 \set hostile_path 'hostile, pg_catalog'
 \i :pass_file
 
--- Pass 2: pg_temp named first, and row-level security enabled on opledger.counters
--- (inert for its owner, who runs the ledger functions). Any write of the counters
--- through SQL must still be safe; 0.1.0 wrote them by direct table access and used
--- its commit-time SQL upsert, resolved under the caller's search_path, only while
--- the table had row-level security, triggers or rules, or for a (tool, slot) row it
--- had not written yet.
+-- Pass 2: pg_temp named first, and row-level security disabled on opledger.counters
+-- (0.3.0 ships it enabled, inert for its owner, who runs the ledger functions). Any
+-- write of the counters through SQL must be safe either way; 0.1.0 wrote them by
+-- direct table access and used its commit-time SQL upsert, resolved under the
+-- caller's search_path, only while the table had row-level security, triggers or
+-- rules, or for a (tool, slot) row it had not written yet.
 SELECT pg_temp.clean_ledger() <> '' AS cleaned;
-ALTER TABLE opledger.counters ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.counters DISABLE ROW LEVEL SECURITY;
 \set hostile_path 'pg_temp, hostile, pg_catalog'
 \i :pass_file
-ALTER TABLE opledger.counters DISABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.counters ENABLE ROW LEVEL SECURITY;
 
 -- The calls above reached every function and view of the extension (a new one must be
--- added to sql/include/hostile_search_path_pass.psql). _events_append_only only runs for
--- an UPDATE or TRUNCATE of opledger.events, which no caller may do.
+-- added to sql/include/hostile_search_path_pass.psql).
 SELECT p.oid::regprocedure AS function_not_called FROM pg_proc AS p
  WHERE p.pronamespace = 'opledger'::regnamespace
    AND p.proname NOT IN ('register_tool', 'op_begin', 'op_succeed', 'op_fail', 'op_mark_unknown', 'op_resolve',
                          'op_approve', 'op_sweep', 'op_claim_reconciliation', 'op_purge', 'jcs', 'jcs_hash',
-                         'derive_operation_id', '_check_pointers', '_random_secret', '_tools_changed',
-                         '_events_append_only')
+                         'derive_operation_id', '_check_pointers', '_random_secret', 'current_tenant',
+                         'notify_token', 'set_role_tenant', '_rejected_reuses', 'reset_rejected_reuses',
+                         'create_roles', 'op_reject', 'metrics_since', '_counts')
  ORDER BY 1;
 SELECT c.oid::regclass AS view_not_read FROM pg_class AS c
  WHERE c.relnamespace = 'opledger'::regnamespace AND c.relkind IN ('v', 'm')
-   AND c.relname NOT IN ('metrics', 'tool_stats', 'unknown_operations')
+   AND c.relname NOT IN ('metrics', 'tool_stats', 'unknown_operations', 'rejected_reuses', 'metrics_hourly')
  ORDER BY 1;
 
 -- Clean up: the ledger rows of this test, the decoys, the hostile schema and roles.
@@ -426,7 +431,7 @@ SET client_min_messages = warning;
 DROP SCHEMA hostile CASCADE;
 RESET client_min_messages;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA opledger FROM regress_opledger_hostile, regress_opledger_approver;
-REVOKE ALL ON ALL TABLES IN SCHEMA opledger FROM regress_opledger_hostile;
+REVOKE ALL ON ALL TABLES IN SCHEMA opledger FROM regress_opledger_hostile, regress_opledger_approver;
 REVOKE ALL ON SCHEMA opledger FROM regress_opledger_hostile, regress_opledger_approver;
 DROP ROLE regress_opledger_hostile;
 DROP ROLE regress_opledger_approver;

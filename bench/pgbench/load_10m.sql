@@ -4,7 +4,7 @@
 SET maintenance_work_mem = '512MB';
 INSERT INTO opledger.operations (operation_id, conversation_id, tool, args, args_hash, fingerprint_alg, status, attempt,
                                  lease_owner, lease_expires_at, retry_after, result, error, created_at, updated_at,
-                                 finished_at, unknown_since, resolved_at, resolution)
+                                 finished_at, unknown_since, resolved_at, resolution, event_seq)
 SELECT 'bulk-' || lpad(i::text, 8, '0'),
        'conv-' || (i / 4),
        CASE WHEN i % 10 < 7 THEN 'bench_tool' ELSE 'other_tool' END,
@@ -22,7 +22,8 @@ SELECT 'bulk-' || lpad(i::text, 8, '0'),
        CASE WHEN s.status IN ('succeeded', 'failed') THEN t.created + interval '2 seconds' END,
        CASE WHEN s.status = 'unknown' OR i % 100 = 7 THEN t.created + interval '1 second' END,
        CASE WHEN i % 100 = 7 THEN t.created + interval '1 second' + (i % 600) * interval '1 second' END,
-       CASE WHEN i % 100 = 7 THEN 'applied' END
+       CASE WHEN i % 100 = 7 THEN 'applied' END,
+       1
   FROM generate_series(1, 10000000) AS i,
        LATERAL (SELECT now() - interval '30 days' + (i::float8 / 10000000) * interval '30 days' AS created) AS t,
        LATERAL (SELECT (CASE WHEN i % 1000 = 1 THEN 'unknown'
@@ -30,8 +31,8 @@ SELECT 'bulk-' || lpad(i::text, 8, '0'),
                              WHEN i % 1000 BETWEEN 3 AND 6 THEN 'retryable'
                              WHEN i % 1000 BETWEEN 10 AND 14 THEN 'failed'
                              ELSE 'succeeded' END)::opledger.op_status AS status) AS s;
-INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker)
-SELECT operation_id, created_at, 'begin', 'execute', NULL, 'pending', 1, 'w' FROM opledger.operations;
+INSERT INTO opledger.events (operation_id, at, kind, decision, status_before, status_after, attempt, worker, seq)
+SELECT operation_id, created_at, 'begin', 'execute', NULL, 'pending', 1, 'w', 1 FROM opledger.operations;
 INSERT INTO opledger.counters (tool, slot, begins, executions, successes, failures, retries, unknowns, resolutions,
                                n_pending, n_succeeded, n_failed, n_unknown, n_retryable)
 SELECT tool, 0, count(*), count(*), count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'),

@@ -5,6 +5,10 @@
 -- operation_id and co-located; tools and hmac_key are small reference tables.
 -- All tables are extension members marked with pg_extension_config_dump, so
 -- pg_dump/pg_restore carry their rows (and the event sequence's position).
+-- No table carries a trigger: Citus distributes or replicates only tables without
+-- triggers. The audit trail is append-only by privileges (nobody but the owner may
+-- change it), and tool policies are read by every call, so there is no cache to
+-- invalidate.
 
 CREATE TYPE opledger.op_status AS ENUM (
     'awaiting_approval', 'pending', 'succeeded', 'failed', 'unknown', 'retryable'
@@ -21,7 +25,7 @@ COMMENT ON TYPE opledger.tool_effect IS
 -- Tool policies (a reference table when distributed).
 CREATE TABLE opledger.tools (
     tool          text NOT NULL PRIMARY KEY
-                  CHECK (tool <> '' AND pg_catalog.octet_length(tool) <= 1024),
+                  CHECK (tool <> '' AND pg_catalog.octet_length(tool) <= 256),
     effect        opledger.tool_effect NOT NULL,
     guarantee     text
                   CHECK (guarantee IN ('provider_key', 'unique_constraint', 'read_before_write', 'none')),
@@ -81,6 +85,13 @@ CREATE TABLE opledger.operations (
     manual_interventions  integer NOT NULL DEFAULT 0,  -- approvals and manual resolutions
     purged                boolean NOT NULL DEFAULT false,
     purged_at             timestamptz,
+    tenant                text NOT NULL DEFAULT '',  -- '' unscoped (see opledger.role_tenants)
+    created_role          text,                   -- the database role whose op_begin created it
+    approval_attempt      integer,                -- the attempt an approval allows (irreversible tools)
+    event_seq             integer NOT NULL DEFAULT 0,  -- seq of its last event
+    approved_role         text,                   -- the database role that approved (approved_by: its words)
+    resolved_role         text,                   -- the database role that resolved (resolved_by: its words)
+    result_fingerprint    bytea,                  -- tools with redact paths: keyed hash of the unredacted result
     CONSTRAINT operations_pkey PRIMARY KEY (operation_id),
     CONSTRAINT operations_operation_id_check
         CHECK (operation_id <> '' AND pg_catalog.octet_length(operation_id) <= 1024),
@@ -121,26 +132,15 @@ CREATE TABLE opledger.events (
     worker         text,
     provider_ref   text,
     detail         jsonb,               -- what the call reported (results, errors), redacted
-    CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id)
+    seq            integer NOT NULL,    -- order within the operation (from operations.event_seq, under its lock)
+    role           text,                -- the database role that made the call (NULL: recorded before 0.3.0)
+    tenant         text NOT NULL DEFAULT '',
+    CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id),
+    CONSTRAINT events_operation_id_seq_key UNIQUE (operation_id, seq)
 );
 COMMENT ON TABLE opledger.events IS
-    'Append-only audit trail of every call that touched an operation; op_purge removes the events of purged operations';
+    'Append-only audit trail of every call that touched an operation, ordered by (operation_id, seq); op_purge removes the events of purged operations';
 
-CREATE FUNCTION opledger._events_append_only() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    RAISE EXCEPTION 'opledger.events is append-only'
-        USING ERRCODE = '42501',
-              DETAIL = 'Events are never updated; the audit trail records what happened in order.',
-              HINT = 'Old events are removed only by opledger.op_purge.';
-END
-$$;
-CREATE TRIGGER events_append_only BEFORE UPDATE ON opledger.events
-    FOR EACH ROW EXECUTE FUNCTION opledger._events_append_only();
-CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON opledger.events
-    FOR EACH STATEMENT EXECUTE FUNCTION opledger._events_append_only();
 
 -- Counters for the metrics views, so they never scan the ledger. Every op_* call
 -- writes its counts itself, inside the call and the caller's transaction (a
@@ -178,6 +178,9 @@ CREATE TABLE opledger.counter_deltas (
     n_failed              bigint NOT NULL DEFAULT 0,
     n_unknown             bigint NOT NULL DEFAULT 0,
     n_retryable           bigint NOT NULL DEFAULT 0,
+    tenant                text NOT NULL DEFAULT '',
+    non_execute_answers   bigint NOT NULL DEFAULT 0,
+    hour                  timestamptz NOT NULL DEFAULT '-infinity',  -- the hour (UTC) of the calls
     -- (also the replica identity: the folds' DELETEs work when the table is published)
     CONSTRAINT counter_deltas_pkey PRIMARY KEY (delta_id)
 );
@@ -189,7 +192,7 @@ CREATE TABLE opledger.counters (
     slot                  integer NOT NULL,
     begins                bigint NOT NULL DEFAULT 0,  -- op_begin calls
     executions            bigint NOT NULL DEFAULT 0,  -- op_begin answered execute (attempts)
-    duplicates_prevented  bigint NOT NULL DEFAULT 0,  -- op_begin answered anything else
+    duplicates_prevented  bigint NOT NULL DEFAULT 0,  -- op_begin answered replay, in_progress or failed
     successes             bigint NOT NULL DEFAULT 0,  -- transitions into succeeded
     failures              bigint NOT NULL DEFAULT 0,  -- transitions into failed
     retries               bigint NOT NULL DEFAULT 0,  -- transitions into retryable
@@ -204,13 +207,37 @@ CREATE TABLE opledger.counters (
     n_failed              bigint NOT NULL DEFAULT 0,
     n_unknown             bigint NOT NULL DEFAULT 0,
     n_retryable           bigint NOT NULL DEFAULT 0,
-    CONSTRAINT counters_pkey PRIMARY KEY (tool, slot)
+    tenant                text NOT NULL DEFAULT '',
+    non_execute_answers   bigint NOT NULL DEFAULT 0,  -- op_begin answered anything but execute
+    hour                  timestamptz NOT NULL DEFAULT '-infinity',  -- the hour (UTC) of the calls; -infinity: counted before 0.3.0
+    CONSTRAINT counters_pkey PRIMARY KEY (tool, tenant, hour, slot)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE opledger.counters IS
     'Running totals behind opledger.metrics and opledger.tool_stats (per tool and slot; sum over slots, plus opledger.counter_deltas)';
 
+-- Tenants (docs/security.md): a role mapped here, or a member of it, may touch only
+-- the operations of its tenant; '*' sees every tenant. Unmapped roles share the
+-- unscoped tenant ''. Superusers and members of opledger_admin see every tenant.
+CREATE TABLE opledger.role_tenants (
+    member      regrole NOT NULL PRIMARY KEY,
+    tenant      text NOT NULL CHECK (tenant <> '' AND pg_catalog.octet_length(tenant) <= 256),
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE opledger.role_tenants IS
+    'Which tenant a role (and its members) acts for; managed with opledger.set_role_tenant';
+
+-- Row-level security: direct reads see only the caller's tenant. The extension's
+-- own functions run as the owner, which RLS does not apply to (they check tenants
+-- themselves). The HMAC key has RLS and no policy: no rows for anyone but the owner,
+-- even after GRANT SELECT ON ALL TABLES IN SCHEMA opledger.
+ALTER TABLE opledger.operations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.events ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.hmac_key ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.counters ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.counter_deltas ENABLE ROW LEVEL SECURITY;
+
 REVOKE ALL ON opledger.tools, opledger.hmac_key, opledger.operations, opledger.events,
-    opledger.counters, opledger.counter_deltas FROM PUBLIC;
+    opledger.counters, opledger.counter_deltas, opledger.role_tenants FROM PUBLIC;
 REVOKE ALL ON SEQUENCE opledger.events_event_id_seq, opledger.counters_slot_seq,
     opledger.counter_deltas_delta_id_seq FROM PUBLIC;
 
@@ -223,3 +250,4 @@ SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counter_deltas_delta_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.events_event_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.counters_slot_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.role_tenants', '');

@@ -25,7 +25,8 @@ CREATE TYPE opledger.begin_result AS (
     finished_at       timestamptz,
     purged            boolean,
     fingerprint_alg   text,
-    args_hash         bytea
+    args_hash         bytea,
+    lease_owner       text                 -- in_progress: who holds the lease (the worker op_begin named)
 );
 COMMENT ON TYPE opledger.begin_result IS 'Answer of opledger.op_begin';
 
@@ -44,20 +45,6 @@ CREATE FUNCTION opledger._random_secret() RETURNS bytea
 COMMENT ON FUNCTION opledger._random_secret() IS
     'internal: 32 bytes from the server''s strong random source';
 
--- Any change to opledger.tools drops the backends' cached tool policies
--- (src/pg/ledger/tool_cache.hpp): this backend's at once, the others' through a
--- relcache invalidation sent at commit. ENABLE ALWAYS: also when a logical
--- replication apply worker (session_replication_role = replica) changes the table.
-CREATE FUNCTION opledger._tools_changed() RETURNS trigger
-    LANGUAGE c VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS 'MODULE_PATHNAME', 'opledger_tools_changed';
-COMMENT ON FUNCTION opledger._tools_changed() IS
-    'internal: statement trigger on opledger.tools that invalidates cached tool policies';
-CREATE TRIGGER tools_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON opledger.tools
-    FOR EACH STATEMENT EXECUTE FUNCTION opledger._tools_changed();
-ALTER TABLE opledger.tools ENABLE ALWAYS TRIGGER tools_changed;
-
 CREATE FUNCTION opledger.register_tool(
     tool          text,
     effect        opledger.tool_effect,
@@ -75,6 +62,7 @@ AS $$
 #variable_conflict use_variable
 DECLARE
     registered opledger.tools;
+    registered_at timestamptz;
 BEGIN
     IF tool IS NULL OR effect IS NULL OR max_attempts IS NULL OR lease IS NULL
        OR backoff_base IS NULL OR backoff_max IS NULL OR hash_exclude IS NULL OR redact IS NULL THEN
@@ -82,12 +70,12 @@ BEGIN
             USING ERRCODE = '22004',
                   DETAIL = 'tool, effect, max_attempts, lease, backoff_base, backoff_max, hash_exclude and redact need values.';
     END IF;
-    IF tool = '' OR octet_length(tool) > 1024 THEN
-        RAISE EXCEPTION 'register_tool: tool name must be 1 to 1024 bytes'
+    IF tool = '' OR octet_length(tool) > 256 THEN
+        RAISE EXCEPTION 'register_tool: tool name must be 1 to 256 bytes'
             USING ERRCODE = '22023';
     END IF;
     IF guarantee IS NOT NULL AND guarantee NOT IN ('provider_key', 'unique_constraint', 'read_before_write', 'none') THEN
-        RAISE EXCEPTION 'register_tool: unknown guarantee "%"', guarantee
+        RAISE EXCEPTION 'register_tool: unknown guarantee'
             USING ERRCODE = '22023',
                   HINT = 'Use provider_key, unique_constraint, read_before_write or none.';
     END IF;
@@ -95,8 +83,12 @@ BEGIN
         RAISE EXCEPTION 'register_tool: max_attempts must be positive, not %', max_attempts
             USING ERRCODE = '22023';
     END IF;
-    IF lease <= '0'::interval THEN
-        RAISE EXCEPTION 'register_tool: lease must be positive, not %', lease
+    IF lease <= '0'::interval OR lease > '7 days'::interval THEN
+        RAISE EXCEPTION 'register_tool: lease must be positive and at most 7 days, not %', lease
+            USING ERRCODE = '22023';
+    END IF;
+    IF backoff_max > '7 days'::interval THEN
+        RAISE EXCEPTION 'register_tool: backoff_max must be at most 7 days'
             USING ERRCODE = '22023';
     END IF;
     IF backoff_base < '0'::interval OR backoff_max < backoff_base THEN
@@ -122,14 +114,17 @@ BEGIN
     -- no subquery (Citus cannot plan one there).
     hash_exclude := ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p);
     redact := ARRAY(SELECT DISTINCT p FROM unnest(redact) AS p ORDER BY p);
+    -- The time is a value too: Citus allows no volatile function in DO UPDATE SET.
+    registered_at := pg_catalog.clock_timestamp();
     INSERT INTO opledger.tools AS t (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
-                                     hash_exclude, redact)
-    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact)
+                                     hash_exclude, redact, created_at, updated_at)
+    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact,
+            registered_at, registered_at)
     ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE
         SET effect = excluded.effect, guarantee = excluded.guarantee, max_attempts = excluded.max_attempts,
             lease = excluded.lease, backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
             hash_exclude = excluded.hash_exclude, redact = excluded.redact,
-            updated_at = pg_catalog.clock_timestamp()
+            updated_at = excluded.updated_at
     RETURNING t.* INTO registered;
     RETURN registered;
 END
@@ -226,6 +221,19 @@ CREATE FUNCTION opledger.op_approve(
 COMMENT ON FUNCTION opledger.op_approve(text, text, text) IS
     'Approves an operation of an irreversible tool that awaits approval; the next op_begin may execute it';
 
+CREATE FUNCTION opledger.op_reject(
+    operation_id  text,
+    approver      text,
+    note          text DEFAULT NULL
+) RETURNS opledger.operations
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET jit = off
+    AS 'MODULE_PATHNAME', 'opledger_op_reject';
+COMMENT ON FUNCTION opledger.op_reject(text, text, text) IS
+    'Declines an operation that awaits approval: it ends failed (error {"reason": "approval_rejected"}) and never runs';
+
 CREATE FUNCTION opledger.op_sweep(max_rows integer DEFAULT 1000) RETURNS integer
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
@@ -255,37 +263,57 @@ CREATE FUNCTION opledger.op_purge(older_than interval) RETURNS integer
 AS $$
 DECLARE
     purge_time timestamptz := pg_catalog.clock_timestamp();
-    purged_ids text[];
+    cutoff timestamptz;
+    candidate text;
+    purged integer := 0;
 BEGIN
     IF older_than IS NULL THEN
         RAISE EXCEPTION 'op_purge: older_than must not be null' USING ERRCODE = '22004';
     END IF;
-    IF older_than < '0'::interval THEN
-        RAISE EXCEPTION 'op_purge: older_than must not be negative' USING ERRCODE = '22023';
+    IF older_than < '0'::interval OR older_than > '100 years'::interval THEN
+        RAISE EXCEPTION 'op_purge: older_than must be between 0 and 100 years' USING ERRCODE = '22023';
     END IF;
-    -- The time is read once, before the statements (no volatile function inside an
-    -- UPDATE or DELETE, and no data-modifying CTE: both are what Citus cannot plan
-    -- on a distributed table). Tombstones keep ID, tool, fingerprint, final status and
-    -- finished_at, so a late duplicate is still answered replay/failed; payloads and
-    -- events go.
+    cutoff := purge_time OPERATOR(pg_catalog.-) older_than;
+    -- The candidates are read without locks (an index scan that Citus can run on every
+    -- shard), then each is locked alone by its ID (SKIP LOCKED: a row another
+    -- transaction holds waits for the next purge), checked again under the lock, and
+    -- purged by statements that name that one operation and take the time as a value.
+    -- Tombstones keep ID, tool, fingerprint, final status and finished_at, so a late
+    -- duplicate is still answered replay/failed; payloads and events go.
     -- (IN, like the predicate of operations_finished_idx, so that index serves it.)
-    WITH p AS (
+    FOR candidate IN
         SELECT o.operation_id FROM opledger.operations AS o
          WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged
-           AND o.finished_at OPERATOR(pg_catalog.<) (purge_time OPERATOR(pg_catalog.-) older_than)
-           FOR UPDATE SKIP LOCKED
-    )
-    SELECT pg_catalog.array_agg(p.operation_id) INTO purged_ids FROM p;
-    IF purged_ids IS NULL THEN
-        RETURN 0;
-    END IF;
-    UPDATE opledger.operations AS o
-       SET args = NULL, result = NULL, error = NULL, approval_note = NULL,
-           purged = true, purged_at = purge_time
-     WHERE o.operation_id OPERATOR(pg_catalog.=) ANY (purged_ids);
-    DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) ANY (purged_ids);
-    RETURN pg_catalog.cardinality(purged_ids);
+           AND o.finished_at OPERATOR(pg_catalog.<) cutoff
+    LOOP
+        PERFORM 1 FROM opledger.operations AS o
+          WHERE o.operation_id OPERATOR(pg_catalog.=) candidate
+            AND o.status IN ('succeeded', 'failed') AND NOT o.purged
+            AND o.finished_at OPERATOR(pg_catalog.<) cutoff
+            FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        UPDATE opledger.operations AS o
+           SET args = NULL, result = NULL, error = NULL, approval_note = NULL,
+               purged = true, purged_at = purge_time
+         WHERE o.operation_id OPERATOR(pg_catalog.=) candidate;
+        DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) candidate;
+        purged := purged OPERATOR(pg_catalog.+) 1;
+    END LOOP;
+    RETURN purged;
 END
 $$;
 COMMENT ON FUNCTION opledger.op_purge(interval) IS
     'Purges final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
+
+-- SPEC §3 / docs/security.md: with opledger.notify = on, NOTIFY opledger carries
+-- {"token": ..., "status": ...} where the token is this keyed hash of the operation
+-- ID: a role that may LISTEN but was never told the ID learns nothing from it, and
+-- cannot confirm a guessed ID without EXECUTE on this function.
+CREATE FUNCTION opledger.notify_token(operation_id text) RETURNS text
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET jit = off
+    AS 'MODULE_PATHNAME', 'opledger_notify_token';
+COMMENT ON FUNCTION opledger.notify_token(text) IS
+    'The token that NOTIFY opledger payloads carry for this operation (a keyed hash of its ID; 42501 for another tenant''s operation)';

@@ -3,6 +3,57 @@
 -- indexes only, never the whole ledger, so they stay cheap at ten million operations
 -- (the deltas that op_sweep has not folded yet are summed too).
 
+-- The counts behind metrics and tool_stats: the totals and the deltas not folded yet,
+-- of the tenants the calling role may see. On a distributed ledger each node counts
+-- the calls it ran, in its own (local) counters tables; with opledger.cluster_metrics
+-- = on, and Citus's run_command_on_all_nodes present, the counts of every node are
+-- added up (local_only: this node's, what each node answers). docs/operations.md, Citus.
+CREATE FUNCTION opledger._counts(local_only boolean DEFAULT false)
+RETURNS TABLE (tool text, tenant text, begins bigint, executions bigint, duplicates_prevented bigint,
+               successes bigint, failures bigint, retries bigint, unknowns bigint, late_successes bigint,
+               duplicate_effects bigint, manual_interventions bigint, resolutions bigint,
+               n_awaiting_approval bigint, n_pending bigint, n_succeeded bigint, n_failed bigint,
+               n_unknown bigint, n_retryable bigint, non_execute_answers bigint, hour timestamptz)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    scope text := opledger.current_tenant();
+BEGIN
+    IF NOT local_only AND pg_catalog.current_setting('opledger.cluster_metrics', true) OPERATOR(pg_catalog.=) 'on'
+       AND pg_catalog.to_regprocedure('pg_catalog.run_command_on_all_nodes(text,boolean,boolean)') IS NOT NULL THEN
+        RETURN QUERY EXECUTE
+            'SELECT r.* FROM pg_catalog.run_command_on_all_nodes($c$SELECT coalesce(pg_catalog.json_agg(k), ''[]'')
+                                                                   FROM opledger._counts(true) AS k$c$) AS n,
+                    pg_catalog.json_populate_recordset(NULL::opledger._counts_row, n.result::pg_catalog.json) AS r
+              WHERE n.success';
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT c.tool, c.tenant, c.begins, c.executions, c.duplicates_prevented, c.successes, c.failures, c.retries,
+               c.unknowns, c.late_successes, c.duplicate_effects, c.manual_interventions, c.resolutions,
+               c.n_awaiting_approval, c.n_pending, c.n_succeeded, c.n_failed, c.n_unknown, c.n_retryable,
+               c.non_execute_answers, c.hour
+          FROM opledger.counters AS c
+         WHERE c.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*'
+        UNION ALL
+        SELECT d.tool, d.tenant, d.begins, d.executions, d.duplicates_prevented, d.successes, d.failures, d.retries,
+               d.unknowns, d.late_successes, d.duplicate_effects, d.manual_interventions, d.resolutions,
+               d.n_awaiting_approval, d.n_pending, d.n_succeeded, d.n_failed, d.n_unknown, d.n_retryable,
+               d.non_execute_answers, d.hour
+          FROM opledger.counter_deltas AS d
+         WHERE d.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*';
+END
+$$;
+COMMENT ON FUNCTION opledger._counts(boolean) IS
+    'internal: the counts behind opledger.metrics and opledger.tool_stats for the caller''s tenant (every node''s with opledger.cluster_metrics = on under Citus)';
+CREATE TYPE opledger._counts_row AS (tool text, tenant text, begins bigint, executions bigint, duplicates_prevented bigint,
+               successes bigint, failures bigint, retries bigint, unknowns bigint, late_successes bigint,
+               duplicate_effects bigint, manual_interventions bigint, resolutions bigint,
+               n_awaiting_approval bigint, n_pending bigint, n_succeeded bigint, n_failed bigint,
+               n_unknown bigint, n_retryable bigint, non_execute_answers bigint, hour timestamptz);
+COMMENT ON TYPE opledger._counts_row IS 'internal: one node''s counts as opledger._counts returns them';
+
 CREATE VIEW opledger.unknown_operations AS
 SELECT o.operation_id,
        o.tool,
@@ -12,24 +63,23 @@ SELECT o.operation_id,
        o.unknown_since,
        pg_catalog.clock_timestamp() - o.unknown_since AS age,
        CASE WHEN o.claim_expires_at > pg_catalog.clock_timestamp() THEN o.claim_owner END AS claim_owner,
-       CASE WHEN o.claim_expires_at > pg_catalog.clock_timestamp() THEN o.claim_expires_at END AS claim_expires_at
+       CASE WHEN o.claim_expires_at > pg_catalog.clock_timestamp() THEN o.claim_expires_at END AS claim_expires_at,
+       o.conversation_id,
+       o.error AS last_error,
+       o.tenant
   FROM opledger.operations AS o
   LEFT JOIN opledger.tools AS t ON t.tool = o.tool
- WHERE o.status = 'unknown'::opledger.op_status;
+ WHERE o.status = 'unknown'::opledger.op_status
+   AND (o.tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant()) OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*');
 COMMENT ON VIEW opledger.unknown_operations IS
-    'Operations whose outcome is unknown, oldest first by unknown_since: age, tool, provider_ref, attempts and live claim owner (an index-only scan; join opledger.operations for more)';
+    'Operations of the caller''s tenant whose outcome is unknown: age, tool, provider_ref, attempts, live claim owner, conversation and last error';
 
 CREATE VIEW opledger.metrics AS
 WITH counts AS (
     SELECT tool, begins, executions, duplicates_prevented, successes, failures, retries, unknowns,
            late_successes, duplicate_effects, manual_interventions, resolutions, n_awaiting_approval,
-           n_pending, n_succeeded, n_failed, n_unknown, n_retryable
-      FROM opledger.counters
-    UNION ALL
-    SELECT tool, begins, executions, duplicates_prevented, successes, failures, retries, unknowns,
-           late_successes, duplicate_effects, manual_interventions, resolutions, n_awaiting_approval,
-           n_pending, n_succeeded, n_failed, n_unknown, n_retryable
-      FROM opledger.counter_deltas
+           n_pending, n_succeeded, n_failed, n_unknown, n_retryable, non_execute_answers
+      FROM opledger._counts() AS k
 ), c AS (
     SELECT coalesce(sum(begins), 0)::bigint               AS begins,
            coalesce(sum(executions), 0)::bigint           AS executions,
@@ -47,7 +97,8 @@ WITH counts AS (
            coalesce(sum(n_succeeded), 0)::bigint          AS n_succeeded,
            coalesce(sum(n_failed), 0)::bigint             AS n_failed,
            coalesce(sum(n_unknown), 0)::bigint            AS n_unknown,
-           coalesce(sum(n_retryable), 0)::bigint          AS n_retryable
+           coalesce(sum(n_retryable), 0)::bigint          AS n_retryable,
+           coalesce(sum(non_execute_answers), 0)::bigint  AS non_execute_answers
       FROM counts
 ), by_tool AS (
     SELECT coalesce(jsonb_object_agg(tool, n), '{}'::jsonb) AS ops_by_tool
@@ -56,14 +107,16 @@ WITH counts AS (
               FROM counts GROUP BY tool) AS per_tool
 ), oldest AS (
     SELECT min(unknown_since) AS since
-      FROM opledger.operations WHERE status = 'unknown'::opledger.op_status
+      FROM opledger.operations AS o WHERE o.status = 'unknown'::opledger.op_status
+       AND (o.tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant()) OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*')
 ), latency AS (
     -- unknown -> resolved, over the resolutions of the last 24 hours
     SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY resolved_at - unknown_since) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY resolved_at - unknown_since) AS p95,
            count(*) AS n
-      FROM opledger.operations
-     WHERE resolved_at IS NOT NULL AND resolved_at > pg_catalog.clock_timestamp() - interval '24 hours'
+      FROM opledger.operations AS o
+     WHERE o.resolved_at IS NOT NULL AND o.resolved_at > pg_catalog.clock_timestamp() - interval '24 hours'
+       AND (o.tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant()) OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*')
 )
 SELECT c.duplicates_prevented,
        c.n_unknown AS ops_unknown,
@@ -86,20 +139,18 @@ SELECT c.duplicates_prevented,
        by_tool.ops_by_tool,
        c.begins AS begin_calls,
        c.executions AS attempts,
-       c.resolutions
+       c.resolutions,
+       c.non_execute_answers
   FROM c, by_tool, oldest, latency;
 COMMENT ON VIEW opledger.metrics IS
-    'One row of ledger health: duplicates prevented, unknown ops and their age, reconciliation latency (last 24 h), manual interventions, duplicate effects, counts by status and tool';
+    'One row of ledger health for the caller''s tenant: duplicates prevented, unknown ops and their age, reconciliation latency (last 24 h), manual interventions, duplicate effects, counts by status and tool';
 
 CREATE VIEW opledger.tool_stats AS
 WITH counts AS (
     SELECT tool, begins, executions, duplicates_prevented, successes, failures, unknowns, late_successes,
-           duplicate_effects, n_awaiting_approval, n_pending, n_succeeded, n_failed, n_unknown, n_retryable
-      FROM opledger.counters
-    UNION ALL
-    SELECT tool, begins, executions, duplicates_prevented, successes, failures, unknowns, late_successes,
-           duplicate_effects, n_awaiting_approval, n_pending, n_succeeded, n_failed, n_unknown, n_retryable
-      FROM opledger.counter_deltas
+           duplicate_effects, n_awaiting_approval, n_pending, n_succeeded, n_failed, n_unknown, n_retryable,
+           non_execute_answers
+      FROM opledger._counts() AS k
 )
 SELECT c.tool,
        coalesce(t.effect, 'non_idempotent_write'::opledger.tool_effect) AS effect,
@@ -115,9 +166,56 @@ SELECT c.tool,
        sum(c.late_successes)::bigint AS late_successes,
        sum(c.duplicate_effects)::bigint AS duplicate_effects,
        sum(c.n_awaiting_approval + c.n_pending + c.n_succeeded + c.n_failed + c.n_unknown + c.n_retryable)::bigint AS ops_total,
-       sum(c.n_unknown)::bigint AS ops_unknown
+       sum(c.n_unknown)::bigint AS ops_unknown,
+       sum(c.non_execute_answers)::bigint AS non_execute_answers
   FROM counts AS c
   LEFT JOIN opledger.tools AS t ON t.tool = c.tool
  GROUP BY c.tool, t.tool, t.effect;
 COMMENT ON VIEW opledger.tool_stats IS
-    'Per tool: attempts, success rate and unknown rate (per attempt), duplicates prevented, late successes, duplicate effects';
+    'Per tool, for the caller''s tenant: attempts, success rate and unknown rate (per attempt), duplicates prevented, late successes, duplicate effects';
+
+-- Time-windowed metrics (issue 14): the counts of the calls, per hour (UTC) of the
+-- call and tool, for the caller's tenant, to be summed by dashboards; and their sums
+-- since a moment. Flows only: the status counts (ops_*) are states, not events of an
+-- hour. Hours before 0.3.0 are -infinity (their calls were counted without a time).
+CREATE VIEW opledger.metrics_hourly AS
+SELECT k.hour, k.tool,
+       sum(k.begins)::bigint               AS begin_calls,
+       sum(k.executions)::bigint           AS attempts,
+       sum(k.duplicates_prevented)::bigint AS duplicates_prevented,
+       sum(k.non_execute_answers)::bigint  AS non_execute_answers,
+       sum(k.successes)::bigint            AS successes,
+       sum(k.failures)::bigint             AS failures,
+       sum(k.retries)::bigint              AS retries,
+       sum(k.unknowns)::bigint             AS unknowns,
+       sum(k.late_successes)::bigint       AS late_successes,
+       sum(k.duplicate_effects)::bigint    AS duplicate_effects,
+       sum(k.manual_interventions)::bigint AS manual_interventions,
+       sum(k.resolutions)::bigint          AS resolutions
+  FROM opledger._counts() AS k
+ GROUP BY k.hour, k.tool;
+COMMENT ON VIEW opledger.metrics_hourly IS
+    'Per hour (UTC) of the calls and tool, for the caller''s tenant: op_begin calls, attempts, duplicates prevented, outcomes, reconciliations (hour -infinity: counted before 0.3.0)';
+
+CREATE FUNCTION opledger.metrics_since(window_length interval)
+RETURNS TABLE (since timestamptz, begin_calls bigint, attempts bigint, duplicates_prevented bigint,
+               non_execute_answers bigint, successes bigint, failures bigint, retries bigint, unknowns bigint,
+               late_successes bigint, duplicate_effects bigint, manual_interventions bigint, resolutions bigint)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    -- Whole hours: the window starts at the beginning of the hour that holds
+    -- now() - window_length, so it covers at least window_length.
+    SELECT s.since,
+           coalesce(sum(h.begin_calls), 0)::bigint, coalesce(sum(h.attempts), 0)::bigint,
+           coalesce(sum(h.duplicates_prevented), 0)::bigint, coalesce(sum(h.non_execute_answers), 0)::bigint,
+           coalesce(sum(h.successes), 0)::bigint, coalesce(sum(h.failures), 0)::bigint,
+           coalesce(sum(h.retries), 0)::bigint, coalesce(sum(h.unknowns), 0)::bigint,
+           coalesce(sum(h.late_successes), 0)::bigint, coalesce(sum(h.duplicate_effects), 0)::bigint,
+           coalesce(sum(h.manual_interventions), 0)::bigint, coalesce(sum(h.resolutions), 0)::bigint
+      FROM (SELECT pg_catalog.date_trunc('hour', pg_catalog.now() OPERATOR(pg_catalog.-) window_length, 'UTC') AS since) AS s
+      LEFT JOIN opledger.metrics_hourly AS h ON h.hour OPERATOR(pg_catalog.>=) s.since
+     GROUP BY s.since;
+$$;
+COMMENT ON FUNCTION opledger.metrics_since(interval) IS
+    'The counts of the calls of the last window_length (from the start of its first hour, UTC), for the caller''s tenant: metrics_since(''24 hours''), metrics_since(now() - date_trunc(''day'', now()))';

@@ -18,6 +18,14 @@ SQL_ERROR_STATE=""        # SQLSTATE of the last sql_expect_error
 SQL_ERROR_TEXT=""
 
 PSQL=(psql -X -q -v ON_ERROR_STOP=1)
+DEMO_ROLE=${PGUSER:-postgres}
+
+# as_role ROLE: the following statements run as that login role (the shipped group
+# roles decide what it may do: docs/security.md); the prompt shows who is calling.
+as_role() {
+    DEMO_ROLE=$1
+    PSQL=(psql -X -q -v ON_ERROR_STOP=1 -U "$1")
+}
 
 chapter() {
     printf '\n%s== %s ==%s\n' "$C_HEAD" "$*" "$C_OFF"
@@ -36,7 +44,7 @@ _print_sql() {
     local line first=1
     while IFS= read -r line; do
         if [ $first = 1 ]; then
-            printf '  %sopledger=#%s %s%s%s\n' "$C_DIM" "$C_OFF" "$C_SQL" "$line" "$C_OFF"
+            printf '  %s%s=>%s %s%s%s\n' "$C_DIM" "$DEMO_ROLE" "$C_OFF" "$C_SQL" "$line" "$C_OFF"
             first=0
         else
             printf '             %s%s%s\n' "$C_SQL" "$line" "$C_OFF"

@@ -48,6 +48,8 @@ def normalise(out: str) -> str:
     out = re.sub(r"server process with PID \d+", "server process with PID <pid>", out)
     # HMAC fingerprints are keyed with a random per-database secret
     out = re.sub(r"jcs-hmac-sha256/1:[0-9a-f]{64}", "jcs-hmac-sha256/1:<hmac>", out)
+    # NOTIFY tokens are keyed with the database's own random key, like the HMACs.
+    out = re.sub(r'"token":"[0-9a-f]{32}"', '"token":"<token>"', out)
     out = re.sub(r"-{2,}", "--", out)
     out = re.sub(r" {2,}", " ", out)
     return "\n".join(line.rstrip() for line in out.split("\n"))

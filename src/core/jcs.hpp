@@ -86,14 +86,35 @@ public:
     ~PointerSet();
     PointerSet(PointerSet&&) noexcept;
     PointerSet& operator=(PointerSet&&) noexcept;
+    // A "*" reference token matches any member or element at its level; it cannot
+    // share a level with named tokens of other pointers of the set (that would need
+    // backtracking to match), which parse rejects as invalid_pointer.
     static PointerSet parse(const std::vector<std::string>& pointers);
     bool empty() const noexcept;
+
+    // A place in the set while walking a document: at the root, then one member or
+    // element further per step. Trivially copyable (a walk may keep them anywhere).
+    class Cursor {
+    public:
+        bool valid() const noexcept { return node_ != nullptr; }
+        bool terminal() const noexcept;  // a pointer of the set ends here
+        Cursor member(std::string_view name) const noexcept;
+        Cursor element(std::size_t index) const noexcept;
+
+    private:
+        friend class PointerSet;
+        const void* node_ = nullptr;
+    };
+    Cursor root() const noexcept;  // invalid for an empty set
 
 private:
     friend class Document;
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// Appends "/" and the RFC 6901 escaped form of one reference token to pointer.
+void append_pointer_token(std::string& pointer, std::string_view token);
 
 // Options for writing the canonical form.
 struct WriteOptions {

@@ -33,7 +33,21 @@ void insert_pointer(std::deque<detail::PointerTrie>& nodes, const std::string& p
     while (start <= pointer.size() && !pointer.empty()) {
         std::size_t slash = pointer.find('/', start);
         if (slash == std::string::npos) slash = pointer.size();
-        std::string token = unescape_token(pointer, std::string_view(pointer).substr(start, slash - start));
+        const std::string_view raw = std::string_view(pointer).substr(start, slash - start);
+        std::string token = unescape_token(pointer, raw);
+        if (raw == "*") {
+            if (!node->children.empty())
+                throw_invalid_pointer(pointer, "a '*' token cannot share its level with named tokens of other pointers");
+            if (node->any == nullptr) {
+                nodes.emplace_back();
+                node->any = &nodes.back();
+            }
+            node = const_cast<detail::PointerTrie*>(node->any);
+            start = slash + 1;
+            continue;
+        }
+        if (node->any != nullptr)
+            throw_invalid_pointer(pointer, "a named token cannot share its level with another pointer's '*'");
         const auto found = node->children.find(token);
         if (found != node->children.end()) {
             node = const_cast<detail::PointerTrie*>(found->second);  // nodes are owned (mutable) by impl
@@ -65,6 +79,32 @@ PointerSet PointerSet::parse(const std::vector<std::string>& pointers) {
 }
 
 bool PointerSet::empty() const noexcept { return !impl_; }
+
+PointerSet::Cursor PointerSet::root() const noexcept {
+    Cursor c;
+    if (impl_) c.node_ = &impl_->nodes.front();
+    return c;
+}
+
+bool PointerSet::Cursor::terminal() const noexcept {
+    return node_ != nullptr && static_cast<const detail::PointerTrie*>(node_)->terminal;
+}
+
+PointerSet::Cursor PointerSet::Cursor::member(std::string_view name) const noexcept {
+    Cursor c;
+    if (node_ != nullptr) c.node_ = static_cast<const detail::PointerTrie*>(node_)->child(name);
+    return c;
+}
+
+PointerSet::Cursor PointerSet::Cursor::element(std::size_t index) const noexcept {
+    Cursor c;
+    if (node_ != nullptr) c.node_ = static_cast<const detail::PointerTrie*>(node_)->element(index);
+    return c;
+}
+
+void append_pointer_token(std::string& pointer, std::string_view token) {
+    detail::append_pointer_token(pointer, token);
+}
 
 namespace detail {
 

@@ -80,11 +80,10 @@ DecimalValue decompose(std::string_view token) {
     return v;
 }
 
-[[noreturn]] void throw_inexact(std::string_view token) {
-    std::string shown(token.substr(0, 40));
-    if (token.size() > 40) shown += "...";
-    throw JsonError(JsonErrorKind::inexact_number,
-                    "number " + shown + " cannot be represented exactly as a double", std::nullopt,
+// The number itself is never shown: it may be a secret (a card number sent as a
+// number). The caller adds where it is (a byte offset or a JSON Pointer).
+[[noreturn]] void throw_inexact(std::string_view) {
+    throw JsonError(JsonErrorKind::inexact_number, "number cannot be represented exactly as a double", std::nullopt,
                     "send the value as a JSON string to keep it exactly");
 }
 

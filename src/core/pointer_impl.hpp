@@ -18,8 +18,10 @@ namespace opledger::core::detail {
 struct PointerTrie {
     bool terminal = false;  // a pointer of the set ends here
     std::map<std::string, const PointerTrie*, std::less<>> children;
+    const PointerTrie* any = nullptr;  // the "*" token: every member or element
 
     const PointerTrie* child(std::string_view token) const {
+        if (any != nullptr) return any;
         if (children.empty()) return nullptr;
         const auto found = children.find(token);
         return found == children.end() ? nullptr : found->second;
@@ -27,6 +29,7 @@ struct PointerTrie {
     // Array index tokens are decimal without leading zeros (RFC 6901 §4), which is
     // exactly std::to_string's output, so "01" or "-" never match an element.
     const PointerTrie* element(std::size_t index) const {
+        if (any != nullptr) return any;
         return children.empty() ? nullptr : child(std::to_string(index));
     }
 };

@@ -132,16 +132,39 @@ ErrorData* run_guarded(void (*body)(void*) noexcept, void* arg) noexcept {
 
 }  // namespace detail
 
+// Every error leaves the extension without its statement in the server log
+// (errhidestmt: the statement holds the call's arguments, secrets included) and
+// without the extension's own SQL (the CONTEXT and QUERY of an error raised inside
+// one of its statements would show internal statement texts and their positions).
+// SPEC §6, docs/security.md.
+// The CONTEXT goes too when the caller is PL/pgSQL: its frames quote the calling
+// statement, literal arguments included. So even the extension's own errors are
+// built first (ereport collects the context), then stripped and thrown on.
 void raise_pending_error() {
-    if (pending.pg_error != nullptr) {
-        ErrorData* error = pending.pg_error;
-        pending.pg_error = nullptr;
-        ReThrowError(error);
+    ErrorData* error = pending.pg_error;
+    pending.pg_error = nullptr;
+    if (error == nullptr) {
+        MemoryContext caller_context = CurrentMemoryContext;
+        PG_TRY();
+        {
+            ereport(ERROR, (errcode(pending.sqlstate), errmsg_internal("%s", pending.message),
+                            pending.detail[0] != '\0' ? errdetail_internal("%s", pending.detail) : 0,
+                            pending.hint[0] != '\0' ? errhint("%s", pending.hint) : 0));
+        }
+        PG_CATCH();
+        {
+            MemoryContextSwitchTo(caller_context);
+            error = CopyErrorData();
+            FlushErrorState();
+        }
+        PG_END_TRY();
     }
-    ereport(ERROR, (errcode(pending.sqlstate), errmsg_internal("%s", pending.message),
-                    pending.detail[0] != '\0' ? errdetail_internal("%s", pending.detail) : 0,
-                    pending.hint[0] != '\0' ? errhint("%s", pending.hint) : 0));
-    pg_unreachable();
+    error->hide_stmt = true;
+    error->hide_ctx = false;
+    error->context = nullptr;
+    error->internalquery = nullptr;
+    error->internalpos = 0;
+    ReThrowError(error);
 }
 
 }  // namespace opledger::pg

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pg/boundary.hpp"
+#include "pg/jsonb_reader.hpp"
 
 extern "C" {
 #include "mb/pg_wchar.h"
@@ -198,7 +199,16 @@ bool jsonb_strings_are_utf8() { return GetDatabaseEncoding() == PG_UTF8; }
 
 void write_jsonb_canonical(const Jsonb* value, core::CanonicalStream& out, const core::ParseLimits& limits,
                            std::pmr::memory_resource* memory) {
-    JsonbCanonicalWalker(out, limits, memory).walk(value);
+    try {
+        JsonbCanonicalWalker(out, limits, memory).walk(value);
+    } catch (const core::JsonError& error) {
+        if (error.kind() != core::JsonErrorKind::inexact_number) throw;
+        // The fast walk does not track where it is. Errors name the place of the
+        // number, never the number (it may be a secret): read the value again with
+        // the reader that does, which raises the same error with its JSON Pointer.
+        (void)document_from_jsonb(const_cast<Jsonb*>(value), limits);
+        throw;
+    }
 }
 
 }  // namespace opledger::pg

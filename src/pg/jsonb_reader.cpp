@@ -2,6 +2,11 @@
 
 #include "pg/boundary.hpp"
 
+#include <string>
+#include <vector>
+
+#include "core/json_error.hpp"
+
 extern "C" {
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -147,6 +152,59 @@ void add_token(core::DocumentBuilder& builder, const JsonbToken& token, bool raw
     }
 }
 
+// Where the reader is in the document, as a JSON Pointer: errors about a value name
+// its place instead of showing it.
+class JsonbPath {
+public:
+    void enter(const JsonbToken& token, bool raw_scalar) {
+        switch (token.kind) {
+            case WJB_BEGIN_ARRAY:
+                if (raw_scalar) return;
+                start_value();
+                steps_.push_back(Step{true, 0, {}});
+                return;
+            case WJB_BEGIN_OBJECT:
+                start_value();
+                steps_.push_back(Step{false, 0, {}});
+                return;
+            case WJB_KEY:
+                if (!steps_.empty()) steps_.back().key.assign(token.text, static_cast<std::size_t>(token.length));
+                return;
+            case WJB_ELEM:
+                start_value();
+                return;
+            default:
+                return;
+        }
+    }
+    void leave(const JsonbToken& token, bool raw_scalar) {
+        if ((token.kind == WJB_END_ARRAY && !raw_scalar) || token.kind == WJB_END_OBJECT) {
+            if (!steps_.empty()) steps_.pop_back();
+        }
+    }
+    std::string pointer() const {
+        std::string out;
+        for (const Step& step : steps_) {
+            if (step.array)
+                out += "/" + std::to_string(step.next == 0 ? 0 : step.next - 1);
+            else
+                core::append_pointer_token(out, step.key);
+        }
+        return out.empty() ? std::string("\"\" (the whole document)") : out;
+    }
+
+private:
+    struct Step {
+        bool array;
+        std::size_t next;  // arrays: elements started so far
+        std::string key;   // objects: the current member
+    };
+    void start_value() {
+        if (!steps_.empty() && steps_.back().array) ++steps_.back().next;
+    }
+    std::vector<Step> steps_;
+};
+
 // Reads one jsonb value batch by batch. The batch and its scratch context are
 // created once per backend and reused: setting them up per call cost more than
 // reading a small document. Not reentrant, and it need not be: nothing called
@@ -214,10 +272,24 @@ core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits
     // jsonb spends roughly 8 bytes or more on each value.
     builder.reserve(VARSIZE(value) / 8 + 8);
     JsonbBatchReader reader(value);
+    JsonbPath path;
     for (;;) {
         const JsonbBatch& batch = reader.next();
         const core::DocumentBuilder::Storage storage = string_storage(batch);
-        for (int i = 0; i < batch.count; ++i) add_token(builder, batch.tokens[i], raw_scalar, storage);
+        for (int i = 0; i < batch.count; ++i) {
+            const JsonbToken& token = batch.tokens[i];
+            path.enter(token, raw_scalar);
+            try {
+                add_token(builder, token, raw_scalar, storage);
+            } catch (const core::JsonError& error) {
+                if (error.kind() != core::JsonErrorKind::inexact_number) throw;
+                // Where, not what: the value may be a secret.
+                throw core::JsonError(error.kind(),
+                                      "number at " + path.pointer() + " cannot be represented exactly as a double",
+                                      std::nullopt, error.hint());
+            }
+            path.leave(token, raw_scalar);
+        }
         if (batch.done) return builder.finish();
     }
 }

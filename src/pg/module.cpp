@@ -9,6 +9,7 @@ extern "C" {
 namespace opledger::pg {
 void define_ledger_gucs();
 void keep_heap_top_between_calls();
+void reuse_monitor_init();
 }
 
 extern "C" {
@@ -20,6 +21,7 @@ PGDLLEXPORT void _PG_init(void);
 void _PG_init(void) {
     opledger::pg::keep_heap_top_between_calls();
     opledger::pg::define_ledger_gucs();
+    opledger::pg::reuse_monitor_init();  // only when preloaded: shared memory, its setting
     MarkGUCPrefixReserved("opledger");
 }
 

@@ -179,7 +179,7 @@ async function main() {
 
   // ---------------- counters
   const C = { deliveries: 0, duplicate_deliveries: 0, hot_deliveries: 0, late_deliveries: 0, worker_kills_chaos: 0,
-    worker_deaths: 0, backend_terminations: 0, restarts: 0, approvals: 0, approvals_uncertain: 0,
+    worker_deaths: 0, backend_terminations: 0, restarts: 0, approvals: 0, approvals_uncertain: 0, reapprovals: 0,
     decisions: {}, report_conn_lost: 0, report_stale: 0, report_errors: 0, unknown_marked: 0, begin_conn_lost: 0,
     provider_calls: 0, rbw_found: 0, replies: 0, worker_errors: [], resolved_manual: 0, resolve_uncertain_manual: 0, timing: {} };
 
@@ -300,10 +300,10 @@ async function main() {
         if (e.connLost || e.fatalConnect) { C.approvals_uncertain++; await sleep(300); continue; }
         // OL002: maybe our previous (uncertain) approval committed - look
         try {
-          const r = await approverDb.query(`SELECT status::text AS status FROM opledger.operations WHERE operation_id = $1`, [op.id]);
-          if (r.rows[0] && r.rows[0].status !== 'awaiting_approval') return true;
-          const ev = await approverDb.query(`SELECT count(*)::int AS n FROM opledger.events WHERE operation_id = $1 AND kind ILIKE '%approv%' AND kind NOT ILIKE '%needs%'`, [op.id]);
-          if (ev.rows[0].n > 0) return true;
+          // (one approval allows one execution: approved means approved for the next attempt)
+          const r = await approverDb.query(`SELECT status::text AS status, approval_attempt = attempt + 1 AS approved
+                                              FROM opledger.operations WHERE operation_id = $1`, [op.id]);
+          if (r.rows[0] && (r.rows[0].status !== 'awaiting_approval' || r.rows[0].approved)) return true;
         } catch (_) { /* retry */ }
         C.worker_errors.push(`op_approve ${e.code} ${e.message}`);
         await sleep(300);
@@ -337,6 +337,9 @@ async function main() {
     }
     if (m.outcome === 'needs_approval') {
       if (op.approve) {
+        // One approval allows one execution: an approved op asking again (its attempt
+        // came back without an effect) needs a new approval.
+        if (op.approvalState === 'approved') { op.approvalState = null; C.reapprovals++; }
         if (!op.approvalState) {
           op.approvalState = 'pending';
           setTimeout(() => approve(op).then((ok) => {
@@ -608,10 +611,14 @@ async function main() {
     else {
       if (num(metrics.ops_unknown) !== 0) f.push(`metrics.ops_unknown=${metrics.ops_unknown}, expected 0`);
       if (num(metrics.duplicate_effects_detected) !== 0) f.push(`metrics.duplicate_effects_detected=${metrics.duplicate_effects_detected}, expected 0`);
-      if (!(num(metrics.duplicates_prevented) >= nonExecuteSeen)) f.push(`metrics.duplicates_prevented=${metrics.duplicates_prevented} < ${nonExecuteSeen} non-execute op_begin answers the workers saw`);
+      if (!(num(metrics.non_execute_answers) >= nonExecuteSeen)) f.push(`metrics.non_execute_answers=${metrics.non_execute_answers} < ${nonExecuteSeen} non-execute op_begin answers the workers saw`);
       if (hasDecision) {
         const evNonExec = evR.rows.filter((e) => e.kind === 'begin' && e.decision && e.decision !== 'execute').length;
-        if (num(metrics.duplicates_prevented) !== evNonExec) f.push(`metrics.duplicates_prevented=${metrics.duplicates_prevented} but events hold ${evNonExec} non-execute op_begin answers`);
+        if (num(metrics.non_execute_answers) !== evNonExec) f.push(`metrics.non_execute_answers=${metrics.non_execute_answers} but events hold ${evNonExec} non-execute op_begin answers`);
+        // duplicates_prevented: the answers that stopped a second execution (replay,
+        // in_progress, failed), not those that asked the caller to act first
+        const evPrevented = evR.rows.filter((e) => e.kind === 'begin' && ['replay', 'in_progress', 'failed'].includes(e.decision)).length;
+        if (num(metrics.duplicates_prevented) !== evPrevented) f.push(`metrics.duplicates_prevented=${metrics.duplicates_prevented} but events hold ${evPrevented} replay/in_progress/failed answers`);
         // (only a lower bound: a worker SIGKILLed after op_begin answered never reports what it saw)
         if (evNonExec < nonExecuteSeen) f.push(`events hold ${evNonExec} non-execute op_begin answers but workers saw ${nonExecuteSeen}`);
       }

@@ -125,7 +125,7 @@ SELECT throws_ok($$SELECT opledger.register_tool('x', 'read_only', hash_exclude 
 SELECT throws_ok($$SELECT opledger.register_tool('x', 'read_only', guarantee => 'pinky_promise')$$, '22023', NULL, 'unknown guarantee');
 
 -- Bad input: non-positive leases and attempts
-SELECT throws_ok($$SELECT opledger.op_begin('e-x', 'pay', '{}', lease => '0')$$, '22023', 'op_begin: lease must be positive', 'zero lease');
+SELECT throws_ok($$SELECT opledger.op_begin('e-x', 'pay', '{}', lease => '0')$$, '22023', 'op_begin: lease must be positive and at most 7 days', 'zero lease');
 SELECT throws_ok($$SELECT opledger.op_begin('e-x', 'pay', '{}', lease => '-5 seconds')$$, '22023', NULL, 'negative lease');
 SELECT throws_ok($$SELECT opledger.register_tool('x', 'read_only', lease => '0')$$, '22023', NULL, 'register_tool: zero lease');
 SELECT throws_ok($$SELECT opledger.register_tool('x', 'read_only', max_attempts => 0)$$, '22023', NULL, 'register_tool: zero max_attempts');

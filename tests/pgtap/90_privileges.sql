@@ -1,12 +1,13 @@
 -- Privileges (least privilege): functions pin search_path and are SECURITY DEFINER;
--- tables are not writable by PUBLIC; an orchestrator needs only EXECUTE; a dashboard
--- role reads the views. Runs the recommended setup verbatim.
+-- tables are not writable by PUBLIC; the shipped agent role needs only EXECUTE; the
+-- dashboard role reads the views. Uses the shipped roles (opledger.create_roles()),
+-- inside this test's transaction. The full matrix is 91_role_matrix.sql.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
 SELECT plan(37);
 
-\ir setup/least_privilege.sql
+SELECT opledger.create_roles();
 
 SELECT opledger.register_tool('pay', 'non_idempotent_write', redact => '{/cvv}');
 SELECT opledger.op_begin('p-existing', 'pay', '{"cvv":"1"}');
@@ -25,21 +26,24 @@ SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p J
           'every op_* function written in C pins jit = off');
 SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND p.prosecdef),
-          'op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_resolve,op_succeed,op_sweep,register_tool',
-          'the op_* functions, and register_tool are SECURITY DEFINER, nothing else');
-SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          '_counts,_rejected_reuses,current_tenant,notify_token,op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_reject,op_resolve,op_succeed,op_sweep,register_tool,set_role_tenant',
+          'the op_* functions, register_tool and the tenant and token helpers are SECURITY DEFINER, nothing else');
+-- current_tenant() is the one exception: row-level security policies call it as the
+-- reading role, and it only tells the caller its own tenant.
+SELECT is((SELECT string_agg(p.proname, ',') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND (p.prosecdef OR p.proname LIKE '\_%')
-              AND has_function_privilege('public', p.oid, 'EXECUTE')), 0,
-          'PUBLIC cannot execute any SECURITY DEFINER or internal function');
+              AND has_function_privilege('public', p.oid, 'EXECUTE')), 'current_tenant',
+          'PUBLIC cannot execute any SECURITY DEFINER or internal function but current_tenant');
 SELECT is((SELECT count(*)::int FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
             WHERE n.nspname = 'opledger' AND a.grantee = 0), 0, 'no table, view or sequence grants anything to PUBLIC');
 
--- The orchestrator: EXECUTE only
-SET LOCAL ROLE opledger_orchestrator;
+-- The agent (orchestrator): EXECUTE on its four functions only
+SET LOCAL ROLE opledger_agent;
 SELECT is((SELECT decision FROM opledger.op_begin('p-1', 'pay', '{"cvv":"999"}')), 'execute', 'orchestrator: op_begin works');
 SELECT is((SELECT status::text FROM opledger.op_succeed('p-1', '{"ok":true}')), 'succeeded', 'orchestrator: op_succeed works');
-SELECT lives_ok($$SELECT opledger.op_sweep()$$, 'orchestrator: op_sweep works');
-SELECT lives_ok($$SELECT * FROM opledger.op_claim_reconciliation('recon')$$, 'orchestrator: op_claim_reconciliation works');
+SELECT throws_ok($$SELECT opledger.op_sweep()$$, '42501', NULL, 'orchestrator cannot sweep (the reconciler does)');
+SELECT throws_ok($$SELECT * FROM opledger.op_claim_reconciliation('recon')$$, '42501', NULL,
+                 'orchestrator cannot claim unknown operations (the reconciler does)');
 SELECT throws_ok($$INSERT INTO opledger.operations (operation_id, tool, args_hash, fingerprint_alg, status, created_at, updated_at)
                    VALUES ('forged', 'pay', '\x00', 'x', 'succeeded', now(), now())$$, '42501', NULL, 'orchestrator cannot INSERT operations');
 SELECT throws_ok($$UPDATE opledger.operations SET status = 'succeeded' WHERE operation_id = 'p-existing'$$, '42501', NULL,
@@ -66,7 +70,7 @@ SELECT is((SELECT ops_total FROM opledger.metrics), 2::bigint, 'dashboard reads 
 SELECT is((SELECT count(*)::int FROM opledger.tool_stats), 1, 'dashboard reads tool_stats');
 SELECT lives_ok($$SELECT * FROM opledger.unknown_operations$$, 'dashboard reads unknown_operations');
 SELECT throws_ok($$SELECT opledger.op_begin('p-2', 'pay', '{}')$$, '42501', NULL, 'dashboard cannot call op_begin');
-SELECT throws_ok($$SELECT * FROM opledger.events$$, '42501', NULL, 'dashboard cannot read raw events (not granted)');
+SELECT throws_ok($$SELECT * FROM opledger.events$$, '42501', NULL, 'dashboard cannot read the events'' detail (not granted)');
 SELECT throws_ok($$DELETE FROM opledger.operations$$, '42501', NULL, 'dashboard cannot write');
 RESET ROLE;
 
@@ -96,10 +100,18 @@ RESET search_path;
 SELECT is((SELECT decision FROM sp1) || '/' || (SELECT status FROM sp2), 'execute/succeeded', 'hostile search_path: op_begin and op_succeed work');
 SELECT is((SELECT decision FROM sp3), 'replay', 'hostile search_path: replay works');
 
--- Append-only even for the owner
-SELECT throws_ok($$UPDATE opledger.events SET kind = 'rewritten'$$, '42501', 'opledger.events is append-only',
-                 'events cannot be updated, even by the owner');
-SELECT throws_ok($$TRUNCATE opledger.events$$, '42501', 'opledger.events is append-only', 'events cannot be truncated');
+-- Append-only by privileges (no trigger: Citus distributes only tables without
+-- triggers): no shipped role, and not PUBLIC, may change or empty the audit trail.
+SELECT is((SELECT string_agg(r.rolname || ':' || p.priv, ',') FROM pg_roles r,
+                  unnest(ARRAY['UPDATE', 'DELETE', 'TRUNCATE', 'INSERT']) AS p(priv)
+            WHERE (r.rolname LIKE 'opledger\_%' OR r.rolname = 'public')
+              AND r.rolname IN ('opledger_agent', 'opledger_reconciler', 'opledger_approver', 'opledger_admin', 'opledger_dashboard')
+              AND has_table_privilege(r.oid, 'opledger.events', p.priv)), NULL,
+          'no shipped role may insert, update, delete or truncate events');
+SELECT is((SELECT count(*)::int FROM pg_trigger WHERE tgrelid IN ('opledger.events'::regclass, 'opledger.operations'::regclass,
+                                                                   'opledger.tools'::regclass, 'opledger.hmac_key'::regclass)
+                                                  AND NOT tgisinternal), 0,
+          'no trigger on the tables a distributed ledger distributes or replicates');
 
 SELECT * FROM finish();
 ROLLBACK;

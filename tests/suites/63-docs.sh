@@ -25,6 +25,32 @@ for page in docs/sql-reference.md docs/settings.md; do
     fi
 done
 
+# The README's SQL, in order, as a new user would paste it (psql variables set as the
+# snippets expect), in one transaction that rolls back: the roles it creates are
+# cluster-wide and must not stay behind.
+db="opledger_readme_$$"
+if createdb "$db"; then
+    readme_sql=$(python3 - <<'PY'
+import re
+text = open("README.md").read()
+blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
+print("\n".join(blocks))
+PY
+)
+    n_blocks=$(grep -c '^```sql' README.md)
+    if out=$( { echo "BEGIN;"; echo "$readme_sql"; echo "ROLLBACK;"; } |
+              psql -X -q -v ON_ERROR_STOP=1 -v operation_id=readme-1 -d "$db" 2>&1 >/dev/null); then
+        echo "ok     README.md: its $n_blocks SQL blocks run in order on a fresh database"
+        passed=$((passed + 1))
+    else
+        echo "FAILED README.md's SQL blocks: $out"
+        failed=$((failed + 1))
+    fi
+    dropdb --if-exists "$db" >/dev/null 2>&1
+else
+    echo "FAILED createdb $db"; failed=$((failed + 1))
+fi
+
 before=$(ls -d /tmp/opledger-demo.* 2>/dev/null | sort)
 if NO_COLOR=1 bash demo/refund-story.sh; then
     echo "ok     demo/refund-story.sh"

@@ -8,7 +8,9 @@
 // op_approve, op_sweep and op_claim_reconciliation, with the clock moving by random
 // amounts (often past leases and backoffs). The model is the state of the last
 // accepted transition. Every call is checked to be refused exactly when the old
-// PostgreSQL-layer code refused it, with its refusal code.
+// PostgreSQL-layer code refused it, with its refusal code, as changed by 0.3.0
+// (SPEC §8): one approval allows one execution of an irreversible operation, and
+// op_succeed on a retryable operation must name its attempt.
 //
 // A failing sequence is reported with its seed, policy and calls, so it can be
 // replayed by hand.
@@ -79,6 +81,7 @@ bool same_state(const OperationState& a, const OperationState& b) {
            a.lease_expires_at == b.lease_expires_at && a.retry_after == b.retry_after &&
            a.provider_ref == b.provider_ref && a.finished_at == b.finished_at && a.approved_by == b.approved_by &&
            a.approved_at == b.approved_at && a.approval_note == b.approval_note &&
+           a.approval_attempt == b.approval_attempt &&
            a.unknown_since == b.unknown_since && a.resolved_at == b.resolved_at && a.resolved_by == b.resolved_by &&
            a.resolution == b.resolution && a.claim_owner == b.claim_owner &&
            a.claim_expires_at == b.claim_expires_at && a.purged == b.purged &&
@@ -92,7 +95,8 @@ std::string describe(const OperationState& s) {
       << " lease_expires_at=" << opt(s.lease_expires_at) << " retry_after=" << opt(s.retry_after)
       << " provider_ref=" << opt(s.provider_ref) << " finished_at=" << opt(s.finished_at)
       << " approved_by=" << opt(s.approved_by) << " approved_at=" << opt(s.approved_at)
-      << " approval_note=" << opt(s.approval_note) << " unknown_since=" << opt(s.unknown_since)
+      << " approval_note=" << opt(s.approval_note) << " approval_attempt=" << opt(s.approval_attempt)
+      << " unknown_since=" << opt(s.unknown_since)
       << " resolved_at=" << opt(s.resolved_at) << " resolved_by=" << opt(s.resolved_by)
       << " resolution=" << opt(s.resolution) << " claim_owner=" << opt(s.claim_owner)
       << " claim_expires_at=" << opt(s.claim_expires_at) << " purged=" << s.purged
@@ -115,9 +119,12 @@ bool same_event(const Event& a, const Event& b) {
            a.payload_key == b.payload_key;
 }
 
+// same_metrics and describe name every counter: a new one must be added to both.
+static_assert(sizeof(Metrics) == (12 + kStatusCount) * sizeof(long long), "Metrics gained or lost a counter");
+
 bool same_metrics(const Metrics& a, const Metrics& b) {
     return a.begins == b.begins && a.executions == b.executions && a.duplicates_prevented == b.duplicates_prevented &&
-           a.successes == b.successes && a.failures == b.failures && a.retries == b.retries &&
+           a.non_execute_answers == b.non_execute_answers && a.successes == b.successes && a.failures == b.failures && a.retries == b.retries &&
            a.unknowns == b.unknowns && a.late_successes == b.late_successes &&
            a.duplicate_effects == b.duplicate_effects && a.manual_interventions == b.manual_interventions &&
            a.resolutions == b.resolutions && a.in_status == b.in_status;
@@ -135,7 +142,7 @@ bool same_transition(const Transition& a, const Transition& b) {
 std::string describe(const Metrics& m) {
     std::ostringstream o;
     o << "{begins=" << m.begins << " executions=" << m.executions << " duplicates_prevented=" << m.duplicates_prevented
-      << " successes=" << m.successes << " failures=" << m.failures << " retries=" << m.retries
+      << " non_execute_answers=" << m.non_execute_answers << " successes=" << m.successes << " failures=" << m.failures << " retries=" << m.retries
       << " unknowns=" << m.unknowns << " late_successes=" << m.late_successes
       << " duplicate_effects=" << m.duplicate_effects << " manual_interventions=" << m.manual_interventions
       << " resolutions=" << m.resolutions << " in_status=[";
@@ -323,8 +330,14 @@ Micros random_step(std::mt19937_64& rng, const Policy& policy) {
     }
 }
 
+// Whether the operation holds an approval for its next attempt (0.3.0: one
+// approval allows one execution).
+bool approved_for_next(const OperationState& s) { return s.approval_attempt == s.attempt + 1; }
+
 // The refusal the old code gives this call in this state, or none when it accepts
-// it (the order of the checks is the old code's).
+// it (the order of the checks is the old code's), with 0.3.0's changes (SPEC §8):
+// op_succeed on a retryable op must name its attempt, and op_approve is refused as
+// already_approved only while an approval for the next attempt is unused.
 std::optional<RefusalCode> expected_refusal(const Call& c, const OperationState& s) {
     auto stale = [&](const std::optional<int>& attempt) { return attempt && *attempt != s.attempt; };
     switch (c.kind) {
@@ -334,7 +347,10 @@ std::optional<RefusalCode> expected_refusal(const Call& c, const OperationState&
             return std::nullopt;
         case CallKind::succeed:
             if (c.succeed.attempt && *c.succeed.attempt > s.attempt) return RefusalCode::attempt_not_started;
-            if (s.status == Status::awaiting_approval || s.status == Status::failed) return RefusalCode::wrong_state;
+            if ((s.status == Status::awaiting_approval && s.attempt == 0) || s.status == Status::failed)
+                return RefusalCode::wrong_state;
+            if ((s.status == Status::retryable || s.status == Status::awaiting_approval) && !c.succeed.attempt)
+                return RefusalCode::attempt_not_started;
             return std::nullopt;
         case CallKind::fail:
             if (s.status != Status::pending) return RefusalCode::wrong_state;
@@ -350,7 +366,7 @@ std::optional<RefusalCode> expected_refusal(const Call& c, const OperationState&
             return std::nullopt;
         case CallKind::approve:
             if (s.status != Status::awaiting_approval) return RefusalCode::wrong_state;
-            if (s.approved_at) return RefusalCode::already_approved;
+            if (approved_for_next(s)) return RefusalCode::already_approved;
             return std::nullopt;
         case CallKind::sweep:
         case CallKind::claim: return std::nullopt;
@@ -376,7 +392,7 @@ Verdict apply(const Call& c, const OperationState& s, const Policy& p, Micros no
 const std::set<std::string>& allowed_kinds(CallKind kind) {
     static const std::map<CallKind, std::set<std::string>> kinds = {
         {CallKind::begin, {"begin", "lease_expired"}},
-        {CallKind::succeed, {"succeed", "late_success", "succeed_repeat", "duplicate_effect"}},
+        {CallKind::succeed, {"succeed", "late_success", "succeed_repeat", "succeed_after_resolution", "duplicate_effect"}},
         {CallKind::fail, {"fail"}},
         {CallKind::mark_unknown, {"mark_unknown", "mark_unknown_repeat"}},
         {CallKind::resolve, {"resolve"}},
@@ -399,6 +415,9 @@ bool detail_flag(const Event& e, const char* key) {
 
 struct Coverage {
     std::map<std::string, long> decisions, kinds, refusals, statuses;
+    // 0.3.0 paths: a new approval asked for after an execution, a second approval,
+    // an execution on it, a success without attempt refused on a retryable op.
+    std::map<std::string, long> paths;
 };
 
 class Sequence {
@@ -478,6 +497,8 @@ private:
         if (const Refusal* r = std::get_if<Refusal>(&verdict)) {
             trace_.push_back(std::string("  -> refused ") + code_name(r->code));
             coverage.refusals[code_name(r->code)]++;
+            if (call.kind == CallKind::succeed && before.status == Status::retryable && !call.succeed.attempt)
+                coverage.paths["retryable_succeed_without_attempt_refused"]++;
             REQUIRE(want.has_value(), std::string("refused with ") + code_name(r->code) + " but the old code accepts");
             REQUIRE(r->code == *want, std::string("refused with ") + code_name(r->code) + ", the old code says " +
                                           code_name(*want));
@@ -545,8 +566,12 @@ private:
             if (entered && e.status_after == Status::unknown) from_events.unknowns += 1;
             if (e.kind == "begin") {
                 from_events.begins += 1;
-                if (*e.decision == "execute") from_events.executions += 1;
-                else from_events.duplicates_prevented += 1;
+                const std::string& d = *e.decision;
+                if (d == "execute") from_events.executions += 1;
+                else from_events.non_execute_answers += 1;
+                // An execution that did not happen again; reconcile, retry_later and
+                // needs_approval ask the caller to act first and are not counted here.
+                if (d == "replay" || d == "in_progress" || d == "failed") from_events.duplicates_prevented += 1;
             }
             if (e.kind == "late_success") from_events.late_successes += 1;
             if (e.kind == "duplicate_effect") from_events.duplicate_effects += 1;
@@ -590,7 +615,15 @@ private:
             REQUIRE(a.retry_after.has_value(), "unknown has its backoff");
             REQUIRE(a.unknown_since.has_value(), "unknown says since when");
         }
-        if (a.status == Status::awaiting_approval) REQUIRE(a.attempt == 0, "nothing ran before approval");
+        if (a.status == Status::awaiting_approval)
+            REQUIRE(policy_.effect == Effect::irreversible, "only irreversible ops await approval");
+        if (a.approval_attempt) {
+            REQUIRE(policy_.effect == Effect::irreversible, "only irreversible ops are approved");
+            REQUIRE(*a.approval_attempt >= 1 && *a.approval_attempt <= a.attempt + 1,
+                    "an approval allows a started attempt or the next one");
+            REQUIRE(a.approved_at.has_value(), "an approval says when");
+        }
+        if (approved_for_next(a)) REQUIRE(a.status == Status::awaiting_approval, "an unused approval awaits its op_begin");
         if (a.claim_owner || a.claim_expires_at) REQUIRE(a.status == Status::unknown, "only unknown ops are claimed");
         REQUIRE(claimable(a, now_) == (a.status == Status::unknown && (!a.claim_expires_at || *a.claim_expires_at <= now_)),
                 "claimable: unknown without a live claim");
@@ -601,8 +634,18 @@ private:
             REQUIRE(a.status == before.status, "a final status never changes");
             REQUIRE(a.attempt == before.attempt && a.finished_at == before.finished_at, "a final row keeps its outcome");
             if (kind == CallKind::succeed)
-                REQUIRE(t.events[0].kind == "succeed_repeat" || t.events[0].kind == "duplicate_effect",
-                        "op_succeed on a finished op only records a repeat or a duplicate");
+                REQUIRE(t.events[0].kind == "succeed_repeat" || t.events[0].kind == "succeed_after_resolution" ||
+                            t.events[0].kind == "duplicate_effect",
+                        "op_succeed on a finished op only records a repeat, a resolution's confirmation or a duplicate");
+        }
+        if (t.events[0].kind == "succeed_after_resolution") {
+            // The late report of the attempt a reconciler resolved as applied: the
+            // same effect, kept in the audit trail, changing and counting nothing.
+            REQUIRE(before.status == Status::succeeded && before.resolution == std::optional<std::string>("applied"),
+                    "succeed_after_resolution: only on an operation resolved as applied");
+            REQUIRE(same_state(a, before) && t.result == Payload::keep && t.error == Payload::keep,
+                    "succeed_after_resolution: the row stays as it was");
+            REQUIRE(same_metrics(t.metrics, Metrics{}), "succeed_after_resolution: counts nothing");
         }
 
         // The decision matches the state it leaves.
@@ -629,7 +672,9 @@ private:
                     break;
                 case Decision::reconcile: REQUIRE(a.status == Status::unknown, "reconcile: unknown"); break;
                 case Decision::needs_approval:
-                    REQUIRE(a.status == Status::awaiting_approval && !a.approved_at, "needs_approval: unapproved");
+                    REQUIRE(a.status == Status::awaiting_approval && !approved_for_next(a),
+                            "needs_approval: no approval for the next attempt");
+                    REQUIRE(!a.retry_after, "needs_approval: nothing to wait for but an approval");
                     break;
             }
             if (d == Decision::execute && before_opt) {
@@ -640,8 +685,13 @@ private:
                             "only idempotent (and read_only) ops execute again from unknown");
             }
         }
-        if (policy_.effect == Effect::irreversible && t.decision == Decision::execute)
-            REQUIRE(a.approved_at.has_value(), "an irreversible op never executes unapproved");
+        if (policy_.effect == Effect::irreversible && t.decision == Decision::execute) {
+            // Every execution of an irreversible op uses up its own approval.
+            REQUIRE(before_opt && approved_for_next(before), "an irreversible op executes only on an approval for it");
+            REQUIRE(t.events.back().status_before == Status::awaiting_approval,
+                    "an irreversible op executes only from awaiting_approval");
+            REQUIRE(a.approval_attempt == a.attempt && !approved_for_next(a), "the execution uses its approval up");
+        }
         return true;
     }
 
@@ -650,10 +700,24 @@ private:
         const OperationState& a = t.after;
         const Event& e = t.events.back();
         switch (call.kind) {
-            case CallKind::begin:
+            case CallKind::begin: {
                 REQUIRE(t.metrics.begins == 1, "one begin counted");
+                // The status op_begin answers from (after any lease expiry).
+                const Status from = *t.events.back().status_before;
+                if (policy_.effect == Effect::irreversible && from == Status::retryable &&
+                    t.decision != Decision::retry_later && t.decision != Decision::failed) {
+                    REQUIRE(t.decision == Decision::needs_approval && a.status == Status::awaiting_approval,
+                            "a retryable irreversible op past its backoff asks for a new approval");
+                    REQUIRE(a.attempt == before.attempt, "asking for approval runs nothing");
+                }
+                if (policy_.effect != Effect::irreversible)
+                    REQUIRE(t.decision != Decision::needs_approval, "only irreversible ops need approval");
                 break;
+            }
             case CallKind::succeed:
+                if (before.status == Status::retryable)
+                    REQUIRE(call.succeed.attempt && *call.succeed.attempt >= 1 && *call.succeed.attempt <= before.attempt,
+                            "a success of a retryable op names a real earlier attempt");
                 if (!is_final(before.status)) {
                     REQUIRE(a.status == Status::succeeded && a.finished_at == now_, "the effect happened: succeeded now");
                     REQUIRE(t.result == Payload::from_call, "the call's result is stored");
@@ -684,6 +748,8 @@ private:
             }
             case CallKind::approve:
                 REQUIRE(a.status == Status::awaiting_approval && a.approved_at == now_, "approved now, still awaiting");
+                REQUIRE(a.approval_attempt == before.attempt + 1, "the approval allows the next attempt");
+                REQUIRE(a.attempt == before.attempt, "approving runs nothing");
                 break;
             case CallKind::sweep:
                 REQUIRE(a.status != Status::pending, "the expired attempt is over");
@@ -706,7 +772,9 @@ private:
     }
 
     // Takes an accepted transition into the model; false when it executes a second
-    // time with no outcome report or lease expiry since the last execute.
+    // time with no outcome report or lease expiry since the last execute, when an
+    // irreversible op executes without an approval since its previous execution,
+    // or when it is approved twice before an execution.
     bool absorb(const Transition& t, Coverage& coverage) {
         for (const Event& e : t.events) {
             coverage.kinds[e.kind]++;
@@ -714,16 +782,34 @@ private:
             if (e.kind == "succeed" || e.kind == "late_success" || e.kind == "fail" || e.kind == "mark_unknown" ||
                 e.kind == "resolve")
                 awaiting_outcome_ = false;
-            if (e.kind == "approve") approvals_ += 1;
+            if (e.kind == "approve") {
+                REQUIRE(!unused_approval_, "a second approval before the execution the first allows");
+                unused_approval_ = true;
+                if (approvals_ > 0) coverage.paths["second_approval"]++;
+                approvals_ += 1;
+            }
+            if (e.kind == "begin" && e.decision && *e.decision == "needs_approval" && e.status_before &&
+                *e.status_before != Status::awaiting_approval)
+                coverage.paths["new_approval_asked_after_an_execution"]++;
             if (e.kind == "begin" && e.decision && *e.decision == "execute") {
                 REQUIRE(!awaiting_outcome_, "a second execute without an outcome report or lease expiry in between");
                 awaiting_outcome_ = true;
                 if (e.status_before == Status::awaiting_approval) approved_executions_ += 1;
+                if (policy_.effect == Effect::irreversible) {
+                    // Every execution of an irreversible op is preceded by its own
+                    // approval since the previous execution.
+                    REQUIRE(unused_approval_, "an irreversible op executes without an approval since its last execution");
+                    unused_approval_ = false;
+                    if (approved_executions_ > 1) coverage.paths["execution_on_a_second_approval"]++;
+                }
             }
         }
         if (t.decision) {
             coverage.decisions[dname(*t.decision)]++;
             begins_accepted_ += 1;
+            if (*t.decision == Decision::replay || *t.decision == Decision::in_progress ||
+                *t.decision == Decision::failed)
+                prevented_answers_ += 1;
         }
         coverage.statuses[sname(t.after.status)]++;
         total_ += t.metrics;
@@ -740,16 +826,22 @@ public:
                     std::string("in_status sums to one for the current status, zero elsewhere: ") + describe(total_));
         REQUIRE(total_.executions == state_.attempt, "executions summed == attempt");
         REQUIRE(total_.begins == begins_accepted_, "begins == accepted op_begin calls");
-        REQUIRE(total_.executions + total_.duplicates_prevented == total_.begins, "each begin executes or is prevented");
+        REQUIRE(total_.executions + total_.non_execute_answers == total_.begins,
+                "each begin executes or is answered otherwise");
+        REQUIRE(total_.duplicates_prevented == prevented_answers_,
+                "duplicates_prevented == op_begin answers replay, in_progress or failed");
+        REQUIRE(total_.duplicates_prevented <= total_.non_execute_answers, "a prevented duplicate is a non-execute answer");
         REQUIRE(total_.successes == (state_.status == Status::succeeded ? 1 : 0), "one success at most, and kept");
         REQUIRE(total_.failures == (state_.status == Status::failed ? 1 : 0), "one failure at most, and kept");
         REQUIRE(total_.late_successes == state_.late_successes, "late successes on the row == counted");
         REQUIRE(total_.duplicate_effects == state_.duplicate_effects, "duplicate effects on the row == counted");
         REQUIRE(total_.manual_interventions == state_.manual_interventions, "manual interventions on the row == counted");
-        REQUIRE(approvals_ <= 1, "one approval per operation");
         REQUIRE(approved_executions_ <= approvals_, "one approval allows one execution from awaiting_approval");
-        if (policy_.effect == Effect::irreversible && state_.attempt > 0)
-            REQUIRE(approved_executions_ == 1, "an irreversible op's first attempt follows its approval");
+        REQUIRE(approvals_ <= approved_executions_ + 1, "no approval before the last one was used");
+        if (policy_.effect == Effect::irreversible)
+            REQUIRE(approved_executions_ == state_.attempt, "every attempt of an irreversible op follows its approval");
+        else
+            REQUIRE(approvals_ == 0, "only irreversible ops are approved");
         return true;
     }
 #undef REQUIRE
@@ -762,8 +854,10 @@ private:
     OperationState state_;
     Metrics total_;
     long begins_accepted_ = 0;
+    long prevented_answers_ = 0;  // op_begin answered replay, in_progress or failed
     int approvals_ = 0;
     int approved_executions_ = 0;
+    bool unused_approval_ = false;  // an approval since the last execution
     bool awaiting_outcome_ = false;
     std::string failure_;
     std::vector<std::string> trace_;
@@ -791,14 +885,17 @@ TEST(LedgerProperties, RandomCallSequencesKeepEveryInvariant) {
     // The sequences really reach every answer, event and refusal.
     for (const char* d : {"execute", "replay", "in_progress", "retry_later", "reconcile", "needs_approval", "failed"})
         EXPECT_GT(coverage.decisions[d], 0) << "no sequence reached decision " << d;
-    for (const char* k : {"begin", "lease_expired", "succeed", "late_success", "succeed_repeat", "duplicate_effect",
-                          "fail", "mark_unknown", "mark_unknown_repeat", "resolve", "approve", "claim"})
+    for (const char* k : {"begin", "lease_expired", "succeed", "late_success", "succeed_repeat", "succeed_after_resolution",
+                          "duplicate_effect", "fail", "mark_unknown", "mark_unknown_repeat", "resolve", "approve", "claim"})
         EXPECT_GT(coverage.kinds[k], 0) << "no sequence wrote event " << k;
     for (const char* r : {"reuse_other_tool", "reuse_other_args", "wrong_state", "stale_attempt", "attempt_not_started",
                           "already_approved"})
         EXPECT_GT(coverage.refusals[r], 0) << "no sequence was refused with " << r;
     for (int s = 0; s < kStatusCount; ++s)
         EXPECT_GT(coverage.statuses[sname(static_cast<Status>(s))], 0) << "no sequence reached " << sname(static_cast<Status>(s));
+    for (const char* p : {"new_approval_asked_after_an_execution", "second_approval", "execution_on_a_second_approval",
+                          "retryable_succeed_without_attempt_refused"})
+        EXPECT_GT(coverage.paths[p], 0) << "no sequence went through " << p;
 }
 
 // Refusals are checked before anything else, whatever the state: the same call
@@ -867,7 +964,21 @@ TEST(LedgerProperties, AnswersFlipExactlyAtLeaseEndAndRetryAfter) {
                 }
                 const Verdict go = begin_existing(retry, policy, BeginCall{}, at);
                 ASSERT_TRUE(std::holds_alternative<Transition>(go));
-                EXPECT_EQ(std::get<Transition>(go).decision, Decision::execute);
+                if (policy.effect != Effect::irreversible) {
+                    EXPECT_EQ(std::get<Transition>(go).decision, Decision::execute);
+                    continue;
+                }
+                // One approval, one execution: past the backoff an irreversible op
+                // asks for a new approval, and executes once it has it.
+                EXPECT_EQ(std::get<Transition>(go).decision, Decision::needs_approval);
+                const OperationState waiting = std::get<Transition>(go).after;
+                EXPECT_EQ(waiting.status, Status::awaiting_approval);
+                const Verdict approved = approve(waiting, ApproveCall{"alice", std::nullopt}, at);
+                ASSERT_TRUE(std::holds_alternative<Transition>(approved));
+                const Verdict run = begin_existing(std::get<Transition>(approved).after, policy, BeginCall{}, at);
+                ASSERT_TRUE(std::holds_alternative<Transition>(run));
+                EXPECT_EQ(std::get<Transition>(run).decision, Decision::execute);
+                EXPECT_EQ(std::get<Transition>(run).after.attempt, 2);
             }
         }
     }

@@ -58,6 +58,7 @@ std::string describe(const OperationState& s) {
       << "approved_by=" << opt(s.approved_by) << "\n"
       << "approved_at=" << opt(s.approved_at) << "\n"
       << "approval_note=" << opt(s.approval_note) << "\n"
+      << "approval_attempt=" << opt(s.approval_attempt) << "\n"
       << "unknown_since=" << opt(s.unknown_since) << "\n"
       << "resolved_at=" << opt(s.resolved_at) << "\n"
       << "resolved_by=" << opt(s.resolved_by) << "\n"
@@ -76,6 +77,7 @@ std::string describe(const Metrics& m) {
     o << "begins=" << m.begins << "\n"
       << "executions=" << m.executions << "\n"
       << "duplicates_prevented=" << m.duplicates_prevented << "\n"
+      << "non_execute_answers=" << m.non_execute_answers << "\n"
       << "successes=" << m.successes << "\n"
       << "failures=" << m.failures << "\n"
       << "retries=" << m.retries << "\n"
@@ -96,7 +98,16 @@ struct Counts {
     Metrics m;
     Counts& begins() { m.begins += 1; return *this; }
     Counts& executions() { m.executions += 1; return *this; }
-    Counts& duplicates_prevented() { m.duplicates_prevented += 1; return *this; }
+    // op_begin answered replay, in_progress or failed: an execution that did not
+    // happen again. A non-execute answer, and a prevented duplicate.
+    Counts& prevented() {
+        m.non_execute_answers += 1;
+        m.duplicates_prevented += 1;
+        return *this;
+    }
+    // op_begin answered reconcile, retry_later or needs_approval: the caller must act
+    // first (its next op_begin is what counts). A non-execute answer only.
+    Counts& deferred() { m.non_execute_answers += 1; return *this; }
     Counts& successes() { m.successes += 1; return *this; }
     Counts& failures() { m.failures += 1; return *this; }
     Counts& retries() { m.retries += 1; return *this; }
@@ -246,6 +257,7 @@ OperationState retryable(int attempt = 1, std::optional<Micros> retry_after = T0
     return s;
 }
 
+// Awaiting approval before its first attempt; `approved`: approved for attempt 1.
 OperationState awaiting(bool approved = false) {
     OperationState s;
     s.status = Status::awaiting_approval;
@@ -254,7 +266,23 @@ OperationState awaiting(bool approved = false) {
         s.approved_by = "alice";
         s.approved_at = T0 - kMin;
         s.approval_note = "ok";
+        s.approval_attempt = 1;  // the attempt this approval allows
     }
+    return s;
+}
+
+// An irreversible operation back in awaiting_approval after `attempt` executed and
+// came back (op_resolve not_applied or a retryable op_fail, then op_begin past the
+// backoff): its approval (by alice, for `attempt`) is used up.
+OperationState awaiting_again(int attempt = 1) {
+    OperationState s;
+    s.status = Status::awaiting_approval;
+    s.attempt = attempt;
+    s.lease_owner = "w1";
+    s.approved_by = "alice";
+    s.approved_at = T0 - 10 * kMin;
+    s.approval_note = "ok";
+    s.approval_attempt = attempt;
     return s;
 }
 
@@ -496,11 +524,29 @@ TEST(LedgerBeginNew, IrreversibleAwaitsApprovalWithoutAttempt) {
     ASSERT_EQ(t.events.size(), 1u);
     expect_event(t.events[0], "begin", "needs_approval", std::nullopt, Status::awaiting_approval, 0);
     EXPECT_TRUE(t.events[0].worker_from_call);
-    EXPECT_METRICS(t.metrics, Counts().begins().duplicates_prevented().enter(Status::awaiting_approval));
+    EXPECT_METRICS(t.metrics, Counts().begins().deferred().enter(Status::awaiting_approval));  // needs_approval
 }
 
 // ===========================================================================
 // op_begin, existing operation: the decision table
+
+// The metrics of an op_begin on an existing operation that changes nothing, by its answer.
+Counts answer_counts(Decision decision) {
+    switch (decision) {
+        case Decision::replay:
+        case Decision::in_progress:
+        case Decision::failed:
+            return Counts().begins().prevented();
+        case Decision::reconcile:
+        case Decision::retry_later:
+        case Decision::needs_approval:
+            return Counts().begins().deferred();
+        case Decision::execute:
+            break;
+    }
+    ADD_FAILURE() << "an execute answer changes the row";
+    return Counts();
+}
 
 // An answer that changes nothing: one "begin" event, the row as it was.
 void expect_plain_answer(const Transition& t, const OperationState& before, Decision decision, const char* name) {
@@ -513,7 +559,7 @@ void expect_plain_answer(const Transition& t, const OperationState& before, Deci
     expect_event(t.events[0], "begin", name, before.status, before.status, before.attempt);
     EXPECT_TRUE(t.events[0].worker_from_call);
     EXPECT_EQ(detail_keys(t.events[0]), Keys{});
-    EXPECT_METRICS(t.metrics, Counts().begins().duplicates_prevented());
+    EXPECT_METRICS(t.metrics, answer_counts(decision));
 }
 
 TEST(LedgerBeginExisting, SucceededIsReplayed) {
@@ -609,7 +655,7 @@ TEST(LedgerBeginExisting, RetryableWithAttemptsExhaustedBecomesFailed) {
     expect_detail(t.events[0], "attempts_exhausted", true);
     expect_detail(t.events[0], "max_attempts", 3LL);
     EXPECT_METRICS(t.metrics,
-                   Counts().begins().duplicates_prevented().failures().move(Status::retryable, Status::failed));
+                   Counts().begins().prevented().failures().move(Status::retryable, Status::failed));  // failed
 }
 
 TEST(LedgerBeginExisting, RetryableExhaustedFailsEvenBeforeBackoff) {
@@ -671,6 +717,7 @@ TEST(LedgerBeginExisting, UnknownIrreversibleReconciles) {
     OperationState s = unknown(1, T0 - kMin, T0 - kSec);
     s.approved_at = T0 - 2 * kMin;
     s.approved_by = "alice";
+    s.approval_attempt = 1;  // used by attempt 1
     const Transition t = transition_of(begin_existing(s, kIrreversible, begin_call(), T0 + kMin));
     expect_plain_answer(t, s, Decision::reconcile, "reconcile");
 }
@@ -758,6 +805,8 @@ TEST(LedgerRefusals, MessagesNameNoCallerValue) {
     SucceedCall sc;
     sc.provider_ref = secret;
     check(succeed(failed(), kNonIdem, sc, T0));
+    check(succeed(retryable(), kNonIdem, sc, T0));  // a retryable op's success must name its attempt
+    check(succeed(retryable(), kIrreversible, sc, T0));
     FailCall fc;
     fc.provider_ref = secret;
     check(fail(succeeded(), kNonIdem, fc, T0));
@@ -769,6 +818,7 @@ TEST(LedgerRefusals, MessagesNameNoCallerValue) {
     ac.approver = secret;
     ac.note = secret;
     check(approve(awaiting(true), ac, T0));
+    check(approve(pending(), ac, T0));
 }
 
 // ---------------------------------------------------------------------------
@@ -801,7 +851,8 @@ TEST(LedgerBeginLeaseExpiry, NonIdempotentGoesUnknownThenReconciles) {
     expect_detail(t.events[0], "lease_owner", "w1");
     expect_event(t.events[1], "begin", "reconcile", Status::unknown, Status::unknown, 1);
     EXPECT_TRUE(t.events[1].worker_from_call);
-    EXPECT_METRICS(t.metrics, Counts().begins().duplicates_prevented().unknowns().move(Status::pending, Status::unknown));
+    // reconcile: the caller must look first; not (yet) a prevented duplicate.
+    EXPECT_METRICS(t.metrics, Counts().begins().deferred().unknowns().move(Status::pending, Status::unknown));
 }
 
 TEST(LedgerBeginLeaseExpiry, LeaseEndingExactlyNowHasExpired) {
@@ -815,6 +866,7 @@ TEST(LedgerBeginLeaseExpiry, IrreversibleGoesUnknownThenReconciles) {
     OperationState s = pending(1, T0 - kMin);
     s.approved_at = T0 - 2 * kMin;
     s.approved_by = "alice";
+    s.approval_attempt = 1;  // used by attempt 1
     const Transition t = transition_of(begin_existing(s, kIrreversible, begin_call(), T0));
     EXPECT_EQ(t.decision, Decision::reconcile);
     EXPECT_EQ(t.after.status, Status::unknown);
@@ -829,7 +881,7 @@ TEST(LedgerBeginLeaseExpiry, IdempotentBeforeBackoffWaits) {
     EXPECT_EQ(t.after.retry_after, lease_end + 2 * kSec);
     ASSERT_EQ(t.events.size(), 2u);
     expect_event(t.events[1], "begin", "retry_later", Status::unknown, Status::unknown, 2);
-    EXPECT_METRICS(t.metrics, Counts().begins().duplicates_prevented().unknowns().move(Status::pending, Status::unknown));
+    EXPECT_METRICS(t.metrics, Counts().begins().deferred().unknowns().move(Status::pending, Status::unknown));
 }
 
 TEST(LedgerBeginLeaseExpiry, IdempotentPastBackoffExecutesInTheSameCall) {
@@ -866,7 +918,8 @@ TEST(LedgerBeginLeaseExpiry, ReadOnlyGoesRetryableNotUnknown) {
     ASSERT_EQ(t.events.size(), 2u);
     expect_event(t.events[0], "lease_expired", std::nullopt, Status::pending, Status::retryable, 1);
     expect_event(t.events[1], "begin", "retry_later", Status::retryable, Status::retryable, 1);
-    EXPECT_METRICS(t.metrics, Counts().begins().duplicates_prevented().retries().move(Status::pending, Status::retryable));
+    // retry_later
+    EXPECT_METRICS(t.metrics, Counts().begins().deferred().retries().move(Status::pending, Status::retryable));
 }
 
 TEST(LedgerBeginLeaseExpiry, ReadOnlyPastBackoffExecutesInTheSameCall) {
@@ -893,7 +946,7 @@ TEST(LedgerBeginLeaseExpiry, ReadOnlyWithAttemptsExhaustedFails) {
     EXPECT_EQ(detail_keys(t.events[0]), (Keys{"attempts_exhausted", "lease_owner", "noticed_by"}));
     expect_detail(t.events[0], "attempts_exhausted", true);
     expect_event(t.events[1], "begin", "failed", Status::failed, Status::failed, 5);
-    EXPECT_METRICS(t.metrics, Counts().begins().duplicates_prevented().failures().move(Status::pending, Status::failed));
+    EXPECT_METRICS(t.metrics, Counts().begins().prevented().failures().move(Status::pending, Status::failed));
 }
 
 // ===========================================================================
@@ -1477,6 +1530,49 @@ TEST(LedgerResolve, StaleAttemptIsFenced) {
     EXPECT_EQ(refusal(resolve(unknown(2), kNonIdem, resolve_call(Outcome::not_applied, 3), T0)), "stale_attempt");
 }
 
+// Issue 14: one user retry answered reconcile, then replay once the reconciler
+// resolved it, is one execution that did not happen again (not two), and two
+// non-execute answers.
+TEST(LedgerMetrics, RetryReconciledThenReplayedCountsOnePreventedDuplicate) {
+    Metrics total;
+    Counts want;
+
+    const Transition first = begin_new(kNonIdem, begin_call("w1"), T0);
+    ASSERT_EQ(first.decision, Decision::execute);
+    total += first.metrics;
+    want.begins().executions().enter(Status::pending);
+
+    const Transition lost = transition_of(mark_unknown(first.after, kNonIdem, mark_call(1), T0 + kSec));
+    ASSERT_EQ(lost.after.status, Status::unknown);
+    total += lost.metrics;
+    want.unknowns().move(Status::pending, Status::unknown);
+
+    const Transition retry = transition_of(begin_existing(lost.after, kNonIdem, begin_call("w2"), T0 + 2 * kSec));
+    ASSERT_EQ(retry.decision, Decision::reconcile);
+    EXPECT_METRICS(retry.metrics, Counts().begins().deferred());
+    EXPECT_EQ(retry.metrics.duplicates_prevented, 0);
+    total += retry.metrics;
+    want.begins().deferred();
+
+    const Transition resolved =
+        transition_of(resolve(retry.after, kNonIdem, resolve_call(Outcome::applied, 1), T0 + 3 * kSec));
+    ASSERT_EQ(resolved.after.status, Status::succeeded);
+    total += resolved.metrics;
+    want.resolutions().successes().move(Status::unknown, Status::succeeded);
+
+    const Transition again = transition_of(begin_existing(resolved.after, kNonIdem, begin_call("w2"), T0 + 4 * kSec));
+    ASSERT_EQ(again.decision, Decision::replay);
+    EXPECT_METRICS(again.metrics, Counts().begins().prevented());
+    total += again.metrics;
+    want.begins().prevented();
+
+    EXPECT_EQ(total.begins, 3);
+    EXPECT_EQ(total.executions, 1);
+    EXPECT_EQ(total.duplicates_prevented, 1);
+    EXPECT_EQ(total.non_execute_answers, 2);
+    EXPECT_METRICS(total, want);
+}
+
 // ===========================================================================
 // op_approve
 
@@ -1496,6 +1592,7 @@ TEST(LedgerApprove, ApprovalIsRecordedAndCounted) {
     want.approved_by = "alice";
     want.approved_at = T0;
     want.approval_note = "looks right";
+    want.approval_attempt = 1;  // allows attempt 1, and only it
     want.manual_interventions = 1;
     EXPECT_STATE(t.after, want);  // still awaiting_approval: the next op_begin executes
     EXPECT_EQ(t.result, Payload::keep);
@@ -1531,6 +1628,7 @@ TEST(LedgerApprove, RefusedUnlessAwaitingApproval) {
     OperationState running = pending();
     running.approved_at = T0 - kMin;
     running.approved_by = "alice";
+    running.approval_attempt = 1;  // used by the running attempt 1
     EXPECT_EQ(refusal(approve(running, approve_call(), T0)), "wrong_state");
 }
 
@@ -1579,6 +1677,301 @@ TEST(LedgerClaim, ExpiredClaimCanBeTakenOver) {
     const Transition t = claim(s, c, T0);
     EXPECT_EQ(t.after.claim_owner, "rec2");
     EXPECT_EQ(t.after.claim_expires_at, T0 + 30 * kSec);
+}
+
+// ===========================================================================
+// One approval allows one execution of an irreversible operation (SPEC §8,
+// 0.3.0): approval_attempt names the one attempt an approval allows.
+
+// The irreversible op's approval was used by attempt `attempt`, which failed
+// retryably (or was resolved not_applied): retryable until retry_after.
+OperationState retryable_after_approval(int attempt, std::optional<Micros> retry_after) {
+    OperationState s = retryable(attempt, retry_after);
+    s.approved_by = "alice";
+    s.approved_at = T0 - 10 * kMin;
+    s.approval_note = "ok";
+    s.approval_attempt = attempt;
+    return s;
+}
+
+TEST(LedgerReapproval, RetryableIrreversibleWaitsOutItsBackoffFirst) {
+    const OperationState s = retryable_after_approval(1, T0 + kSec);
+    const Transition t = transition_of(begin_existing(s, kIrreversible, begin_call(), T0 + kSec - 1));
+    expect_plain_answer(t, s, Decision::retry_later, "retry_later");
+    EXPECT_EQ(t.retry_after, T0 + kSec);
+}
+
+TEST(LedgerReapproval, RetryableIrreversiblePastBackoffNeedsANewApproval) {
+    for (const std::optional<Micros> retry_after : {std::optional<Micros>(T0), std::optional<Micros>()}) {
+        SCOPED_TRACE(opt(retry_after));
+        const OperationState s = retryable_after_approval(1, retry_after);
+        const Transition t = transition_of(begin_existing(s, kIrreversible, begin_call("w2"), T0));
+        EXPECT_EQ(t.decision, Decision::needs_approval);
+        EXPECT_EQ(t.retry_after, std::nullopt);
+        EXPECT_TRUE(t.row_changed);
+        OperationState want = s;  // the old approval stays on the row, used up
+        want.status = Status::awaiting_approval;
+        want.retry_after.reset();
+        EXPECT_STATE(t.after, want);
+        EXPECT_EQ(t.result, Payload::keep);
+        EXPECT_EQ(t.error, Payload::keep);  // the last attempt's error stays
+        ASSERT_EQ(t.events.size(), 1u);
+        expect_event(t.events[0], "begin", "needs_approval", Status::retryable, Status::awaiting_approval, 1);
+        EXPECT_TRUE(t.events[0].worker_from_call);
+        EXPECT_EQ(detail_keys(t.events[0]), Keys{});
+        // needs_approval
+        EXPECT_METRICS(t.metrics, Counts().begins().deferred().move(Status::retryable, Status::awaiting_approval));
+    }
+}
+
+TEST(LedgerReapproval, RetryableOfOtherEffectsStillExecutesWithoutApproval) {
+    for (const Policy& p : {kReadOnly, kIdem, kNonIdem}) {
+        SCOPED_TRACE(effect_name(p.effect));
+        const Transition t = transition_of(begin_existing(retryable(1, T0), p, begin_call(), T0));
+        EXPECT_EQ(t.decision, Decision::execute);
+        EXPECT_EQ(t.after.attempt, 2);
+    }
+}
+
+TEST(LedgerReapproval, UsedApprovalDoesNotExecuteAgain) {
+    // Awaiting approval again after attempt 1: its approval allowed attempt 1 only.
+    const OperationState s = awaiting_again(1);
+    const Transition t = transition_of(begin_existing(s, kIrreversible, begin_call(), T0));
+    expect_plain_answer(t, s, Decision::needs_approval, "needs_approval");
+    EXPECT_EQ(t.retry_after, std::nullopt);
+    // An approval for an even older attempt does not count either.
+    OperationState older = awaiting_again(2);
+    older.approval_attempt = 1;
+    expect_plain_answer(transition_of(begin_existing(older, kIrreversible, begin_call(), T0)), older,
+                        Decision::needs_approval, "needs_approval");
+    // approved_at alone (no approval_attempt) is no approval for the next attempt.
+    OperationState legacy = awaiting();
+    legacy.approved_by = "alice";
+    legacy.approved_at = T0 - kMin;
+    expect_plain_answer(transition_of(begin_existing(legacy, kIrreversible, begin_call(), T0)), legacy,
+                        Decision::needs_approval, "needs_approval");
+}
+
+TEST(LedgerReapproval, SecondApprovalAfterAnExecutionIsAccepted) {
+    OperationState s = awaiting_again(1);
+    s.manual_interventions = 1;  // the first approval
+    const Transition t = transition_of(approve(s, approve_call("second look"), T0));
+    EXPECT_TRUE(t.row_changed);
+    OperationState want = s;
+    want.approved_by = "alice";
+    want.approved_at = T0;
+    want.approval_note = "second look";
+    want.approval_attempt = 2;  // allows attempt 2, and only it
+    want.manual_interventions = 2;
+    EXPECT_STATE(t.after, want);
+    EXPECT_EQ(t.result, Payload::keep);
+    EXPECT_EQ(t.error, Payload::keep);
+    ASSERT_EQ(t.events.size(), 1u);
+    expect_event(t.events[0], "approve", std::nullopt, Status::awaiting_approval, Status::awaiting_approval, 1);
+    EXPECT_TRUE(t.events[0].worker_from_call);
+    expect_detail(t.events[0], "note", "second look");
+    EXPECT_METRICS(t.metrics, Counts().manual_interventions());
+    // A third approval before the execution it allows is refused.
+    EXPECT_EQ(refusal(approve(t.after, approve_call(), T0 + kSec)), "already_approved");
+}
+
+TEST(LedgerReapproval, NewApprovalExecutesTheNextAttempt) {
+    OperationState s = awaiting_again(1);
+    s.approved_at = T0 - kMin;
+    s.approval_attempt = 2;
+    const Transition t = transition_of(begin_existing(s, kIrreversible, begin_call("w2"), T0));
+    EXPECT_EQ(t.decision, Decision::execute);
+    EXPECT_TRUE(t.row_changed);
+    OperationState want = s;
+    want.status = Status::pending;
+    want.attempt = 2;  // approval_attempt == attempt now: used up
+    want.lease_owner = "w2";
+    want.lease_expires_at = T0 + 5 * kMin;
+    EXPECT_STATE(t.after, want);
+    ASSERT_EQ(t.events.size(), 1u);
+    expect_event(t.events[0], "begin", "execute", Status::awaiting_approval, Status::pending, 2);
+    EXPECT_METRICS(t.metrics, Counts().begins().executions().move(Status::awaiting_approval, Status::pending));
+    // No approval is left for attempt 3.
+    EXPECT_EQ(refusal(approve(t.after, approve_call(), T0)), "wrong_state");
+}
+
+TEST(LedgerReapproval, AfterNotAppliedANewApprovalIsNeeded) {
+    // The reported exploit (issue 12): approve, execute, mark_unknown, resolve
+    // not_applied, wait out the backoff, op_begin: no second execution on one approval.
+    const Policy p = kIrreversible;
+    Transition t = begin_new(p, begin_call("w1"), T0);
+    t = transition_of(approve(t.after, approve_call(), T0 + kSec));
+    EXPECT_EQ(t.after.approval_attempt, 1);
+    t = transition_of(begin_existing(t.after, p, begin_call("w1"), T0 + 2 * kSec));
+    ASSERT_EQ(t.decision, Decision::execute);
+    ASSERT_EQ(t.after.attempt, 1);
+    t = transition_of(mark_unknown(t.after, p, mark_call(1), T0 + 3 * kSec));
+    t = transition_of(begin_existing(t.after, p, begin_call("w1"), T0 + kMin));
+    EXPECT_EQ(t.decision, Decision::reconcile);
+    t = transition_of(resolve(t.after, p, resolve_call(Outcome::not_applied, 1), T0 + 2 * kMin));
+    ASSERT_EQ(t.after.status, Status::retryable);
+    EXPECT_EQ(refusal(approve(t.after, approve_call(), T0 + 2 * kMin)), "wrong_state");  // not awaiting yet
+
+    t = transition_of(begin_existing(t.after, p, begin_call("w1"), T0 + 10 * kMin));
+    EXPECT_EQ(t.decision, Decision::needs_approval);
+    EXPECT_EQ(t.after.status, Status::awaiting_approval);
+    EXPECT_EQ(t.after.attempt, 1);
+    EXPECT_EQ(t.after.retry_after, std::nullopt);
+    EXPECT_EQ(t.metrics.executions, 0);
+    // Asking again changes nothing.
+    const OperationState waiting = t.after;
+    t = transition_of(begin_existing(waiting, p, begin_call("w1"), T0 + 11 * kMin));
+    expect_plain_answer(t, waiting, Decision::needs_approval, "needs_approval");
+
+    t = transition_of(approve(t.after, approve_call(std::string("retry it")), T0 + 12 * kMin));
+    EXPECT_EQ(t.after.approval_attempt, 2);
+    EXPECT_EQ(t.after.approved_at, T0 + 12 * kMin);
+    EXPECT_EQ(t.after.manual_interventions, 2);
+    t = transition_of(begin_existing(t.after, p, begin_call("w2"), T0 + 13 * kMin));
+    EXPECT_EQ(t.decision, Decision::execute);
+    EXPECT_EQ(t.after.attempt, 2);
+    t = transition_of(begin_existing(t.after, p, begin_call("w3"), T0 + 13 * kMin + kSec));
+    EXPECT_EQ(t.decision, Decision::in_progress);
+    t = transition_of(succeed(t.after, p, succeed_call(2, std::string("pX")), T0 + 14 * kMin));
+    EXPECT_EQ(t.after.status, Status::succeeded);
+}
+
+TEST(LedgerReapproval, AfterARetryableFailureANewApprovalIsNeeded) {
+    const Policy p = kIrreversible;
+    Transition t = begin_new(p, begin_call("w1"), T0);
+    t = transition_of(approve(t.after, approve_call(), T0 + kSec));
+    t = transition_of(begin_existing(t.after, p, begin_call("w1"), T0 + 2 * kSec));
+    ASSERT_EQ(t.decision, Decision::execute);
+    t = transition_of(fail(t.after, p, fail_call(true, 1), T0 + 3 * kSec));
+    ASSERT_EQ(t.after.status, Status::retryable);
+    EXPECT_EQ(t.after.retry_after, T0 + 4 * kSec);  // backoff_after(1) = 1 s
+    t = transition_of(begin_existing(t.after, p, begin_call("w1"), T0 + 4 * kSec - 1));
+    EXPECT_EQ(t.decision, Decision::retry_later);
+    t = transition_of(begin_existing(t.after, p, begin_call("w1"), T0 + 4 * kSec));
+    EXPECT_EQ(t.decision, Decision::needs_approval);
+    EXPECT_EQ(t.after.status, Status::awaiting_approval);
+    EXPECT_EQ(t.after.attempt, 1);
+    t = transition_of(approve(t.after, approve_call(), T0 + kMin));
+    t = transition_of(begin_existing(t.after, p, begin_call("w2"), T0 + 2 * kMin));
+    EXPECT_EQ(t.decision, Decision::execute);
+    EXPECT_EQ(t.after.attempt, 2);
+    // The second execution fails retryably too: a third approval is needed.
+    t = transition_of(fail(t.after, p, fail_call(true, 2), T0 + 3 * kMin));
+    t = transition_of(begin_existing(t.after, p, begin_call("w2"), T0 + 10 * kMin));
+    EXPECT_EQ(t.decision, Decision::needs_approval);
+    EXPECT_EQ(t.after.attempt, 2);
+    EXPECT_EQ(t.after.manual_interventions, 2);
+}
+
+TEST(LedgerReapproval, ExhaustedAttemptsFailInsteadOfAskingForApproval) {
+    const Transition t = transition_of(
+        begin_existing(retryable_after_approval(2, T0 - kSec), policy_of(Effect::irreversible, 2), begin_call(), T0));
+    EXPECT_EQ(t.decision, Decision::failed);
+    EXPECT_EQ(t.after.status, Status::failed);
+}
+
+TEST(LedgerReapproval, LoweredMaxAttemptsIsHonouredAfterReapproval) {
+    // SUSPECTED BUG (0.3.0, src/core/ledger/state_machine.cpp begin_existing,
+    // case awaiting_approval): awaiting_approval can now hold attempt >= 1, and
+    // max_attempts may be lowered (register_tool) while it waits; the approved
+    // op_begin then starts attempt max_attempts + 1. The retryable branch fails
+    // such an op ("max_attempts was lowered since this operation became retryable");
+    // the awaiting_approval branch does not check. The property test finds the same.
+    for (const int attempt : {1, 2}) {
+        SCOPED_TRACE(attempt);
+        OperationState s = awaiting_again(attempt);
+        s.approved_at = T0 - kMin;
+        s.approval_attempt = attempt + 1;  // re-approved for the next attempt
+        const Transition t =
+            transition_of(begin_existing(s, policy_of(Effect::irreversible, attempt), begin_call(), T0));
+        EXPECT_NE(t.decision, Decision::execute);
+        EXPECT_LE(t.after.attempt, attempt) << "started an attempt beyond max_attempts";
+    }
+}
+
+TEST(LedgerReapproval, LateSuccessWhileAwaitingReapprovalIsRecorded) {
+    // SPEC §3 "A success that arrives late (... already retried) is still recorded:
+    // the effect happened." A retryable irreversible op waits for a re-approval at
+    // attempt >= 1; a late op_succeed(attempt => 1) there is a late success, as it
+    // was a moment earlier on the retryable op (a refusal would let a second
+    // approval repeat the effect).
+    const Verdict v = succeed(awaiting_again(1), kIrreversible, succeed_call(1, std::string("pA")), T0);
+    ASSERT_EQ(refusal(v), "transition");
+    const Transition t = std::get<Transition>(v);
+    EXPECT_EQ(t.after.status, Status::succeeded);
+    ASSERT_EQ(t.events.size(), 1u);
+    EXPECT_EQ(t.events[0].kind, "late_success");
+    // Without an attempt it stays refused (no attempt is running).
+    EXPECT_NE(refusal(succeed(awaiting_again(1), kIrreversible, succeed_call(), T0)), "transition");
+}
+
+// ---------------------------------------------------------------------------
+// op_succeed on a retryable operation must name a real earlier attempt (0.3.0)
+
+TEST(LedgerSucceedRetryable, WithoutAttemptIsRefused) {
+    for (const Policy& p : {kReadOnly, kIdem, kNonIdem, kIrreversible}) {
+        SCOPED_TRACE(effect_name(p.effect));
+        for (const bool same_result : {false, true}) {
+            const Verdict v = succeed(retryable(2, T0 + kSec), p, succeed_call(std::nullopt, std::string("p1"), same_result), T0);
+            EXPECT_EQ(refusal(v), "attempt_not_started");
+            const Refusal* r = std::get_if<Refusal>(&v);
+            ASSERT_NE(r, nullptr);
+            EXPECT_FALSE(r->message.empty());
+        }
+    }
+    // Also when no backoff is left to wait.
+    EXPECT_EQ(refusal(succeed(retryable(1, std::nullopt), kNonIdem, succeed_call(), T0)), "attempt_not_started");
+}
+
+TEST(LedgerSucceedRetryable, EarlierAttemptIsALateSuccess) {
+    for (const int reported : {1, 2}) {
+        SCOPED_TRACE(reported);
+        const OperationState s = retryable(2, T0 + kSec);
+        const Transition t = transition_of(succeed(s, kNonIdem, succeed_call(reported, std::string("p9")), T0));
+        OperationState want = s;
+        want.status = Status::succeeded;
+        want.provider_ref = "p9";
+        want.finished_at = T0;
+        want.retry_after.reset();
+        want.late_successes = 1;
+        EXPECT_STATE(t.after, want);
+        EXPECT_EQ(t.result, Payload::from_call);
+        EXPECT_EQ(t.error, Payload::clear);
+        ASSERT_EQ(t.events.size(), 1u);
+        expect_event(t.events[0], "late_success", std::nullopt, Status::retryable, Status::succeeded, 2);
+        expect_detail(t.events[0], "reported_attempt", static_cast<long long>(reported));
+        expect_detail(t.events[0], "status_was", "retryable");
+        EXPECT_METRICS(t.metrics, Counts().successes().late_successes().move(Status::retryable, Status::succeeded));
+    }
+}
+
+TEST(LedgerSucceedRetryable, AttemptThatNeverStartedIsRefused) {
+    EXPECT_EQ(refusal(succeed(retryable(2), kNonIdem, succeed_call(3), T0)), "attempt_not_started");
+}
+
+TEST(LedgerSucceedRetryable, OtherStatusesStillAcceptASuccessWithoutAttempt) {
+    // Only retryable has no running attempt to stand for the missing token.
+    EXPECT_EQ(transition_of(succeed(pending(2), kNonIdem, succeed_call(), T0)).events.at(0).kind, "succeed");
+    EXPECT_EQ(transition_of(succeed(unknown(2), kNonIdem, succeed_call(), T0)).events.at(0).kind, "late_success");
+    EXPECT_EQ(transition_of(succeed(succeeded(2), kNonIdem, succeed_call(std::nullopt, std::string("p1"), true), T0))
+                  .events.at(0).kind,
+              "succeed_repeat");
+    // Status is checked first: failed and awaiting_approval stay wrong_state.
+    EXPECT_EQ(refusal(succeed(failed(2), kNonIdem, succeed_call(), T0)), "wrong_state");
+    EXPECT_EQ(refusal(succeed(awaiting(), kIrreversible, succeed_call(), T0)), "wrong_state");
+}
+
+TEST(LedgerSucceedRetryable, LateSuccessAfterARetryableFailureIsRecorded) {
+    // Attempt 1 reported a retryable failure, then its real success arrives.
+    const Policy p = kNonIdem;
+    Transition t = begin_new(p, begin_call("w1"), T0);
+    t = transition_of(fail(t.after, p, fail_call(true, 1), T0 + kSec));
+    ASSERT_EQ(t.after.status, Status::retryable);
+    EXPECT_EQ(refusal(succeed(t.after, p, succeed_call(), T0 + 2 * kSec)), "attempt_not_started");
+    t = transition_of(succeed(t.after, p, succeed_call(1, std::string("pA")), T0 + 2 * kSec));
+    EXPECT_EQ(t.after.status, Status::succeeded);
+    EXPECT_EQ(t.events.at(0).kind, "late_success");
+    EXPECT_EQ(t.after.late_successes, 1);
 }
 
 // ===========================================================================

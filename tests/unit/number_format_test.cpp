@@ -114,8 +114,9 @@ TEST(NumberFormat, InexactValuesRejected) {
 }
 
 TEST(NumberFormat, InexactNumberInTextCarriesOffset) {
+    // Where, never what: the number may be a secret (a card number sent as a number).
     const std::string message = text_error("{\"a\": [1, 9007199254740993]}", 10, JsonErrorKind::inexact_number);
-    EXPECT_NE(message.find("9007199254740993"), std::string::npos);
+    EXPECT_EQ(message.find("9007199254740993"), std::string::npos);
 }
 
 TEST(NumberFormat, HugeDigitStringsDoNotOverflow) {

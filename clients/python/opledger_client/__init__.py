@@ -12,17 +12,18 @@ Run each tool call of an agent at most once per operation ID::
                                                       else NotApplied())
 """
 
-from .errors import (ArgumentMismatch, InvalidTransition, LedgerSqlError, NeedsApproval, OperationFailed,
-                     OpledgerError, OutcomeUnknown, ReconciliationRequired, UnregisteredTool, WaitTimeout)
+from .errors import (ArgumentMismatch, InvalidTransition, LedgerSqlError, NeedsApproval, NotJsonSerializable,
+                     OperationFailed, OpledgerError, OutcomeUnknown, ReconciliationRequired, UnregisteredTool,
+                     WaitTimeout)
 from .execute import execute_once, idempotent_tool, reconcile_batch
 from .ledger import Ledger
 from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotApplied, Operation, OperationRow,
-                    OpStatus, ToolEffect)
+                    OpStatus, Reconciled, ToolEffect)
 
 __all__ = [
     "Applied", "ArgumentMismatch", "BeginResult", "Decision", "ErrorClass", "Failed", "InvalidTransition",
-    "Ledger", "LedgerSqlError", "NeedsApproval", "NotApplied", "Operation", "OperationFailed", "OperationRow",
-    "OpStatus", "OpledgerError", "OutcomeUnknown", "ReconciliationRequired", "ToolEffect", "UnregisteredTool",
+    "Ledger", "LedgerSqlError", "NeedsApproval", "NotApplied", "NotJsonSerializable", "Operation", "OperationFailed", "OperationRow",
+    "OpStatus", "OpledgerError", "OutcomeUnknown", "Reconciled", "ReconciliationRequired", "ToolEffect", "UnregisteredTool",
     "WaitTimeout", "execute_once", "idempotent_tool", "reconcile_batch",
 ]
 __version__ = "0.1.0"

@@ -12,63 +12,111 @@ import psycopg
 
 from .errors import (InvalidTransition, NeedsApproval, OperationFailed, OutcomeUnknown,
                      ReconciliationRequired, WaitTimeout)
-from .ledger import Ledger
+from .ledger import Ledger, dumps
 from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotApplied, Operation,
-                    OperationRow, ReconcileOutcome)
+                    OperationRow, ReconcileOutcome, Reconciled)
 
 T = TypeVar("T")
 
 #: reconcile(op, begin) -> Applied | NotApplied | Failed | None (None: the provider cannot tell yet)
 ReconcileHook = Callable[[Operation, BeginResult], Optional[ReconcileOutcome]]
 
+#: Defaults of execute_once (seconds), documented in docs/clients.md.
+DEFAULT_MAX_WAIT = 60.0
+DEFAULT_MIN_SLEEP = 0.05
+DEFAULT_MAX_SLEEP = 5.0
 
-def _error_json(err: BaseException) -> dict[str, str]:
-    return {"type": type(err).__name__, "message": str(err)}
+
+def _error_json(err: BaseException, stage: Optional[str] = None) -> dict[str, str]:
+    """What the ledger stores for an error; ``stage`` (for unknown outcomes) says where
+    it happened: "tool", "result" (not JSON) or "report" (op_succeed failed)."""
+    out = {"type": type(err).__name__, "message": str(err)}
+    if stage:
+        out["stage"] = stage
+    return out
 
 
-def _ledger(db: psycopg.Connection | Ledger) -> Ledger:
+def _ledger(db: Any) -> Ledger:
     return db if isinstance(db, Ledger) else Ledger(db)
 
 
-def _resolve(ledger: Ledger, operation_id: str, found: ReconcileOutcome, resolver: Optional[str]) -> OperationRow:
+def _outcome_name(found: ReconcileOutcome) -> str:
     if isinstance(found, Applied):
-        return ledger.resolve(operation_id, "applied", found.result, provider_ref=found.provider_ref,
-                              resolver=resolver)
+        return "applied"
     if isinstance(found, NotApplied):
-        return ledger.resolve(operation_id, "not_applied", resolver=resolver)
+        return "not_applied"
     if isinstance(found, Failed):
-        return ledger.resolve(operation_id, "failed", found.error, provider_ref=found.provider_ref,
-                              resolver=resolver)
+        return "failed"
     raise TypeError(f"a reconcile hook must return Applied, NotApplied, Failed or None, not {found!r}")
 
 
-def execute_once(db: psycopg.Connection | Ledger, op: Operation, call_tool: Callable[[Operation, int], T], *,
+def _resolve(ledger: Ledger, operation_id: str, found: ReconcileOutcome, resolver: Optional[str]) -> OperationRow:
+    outcome = _outcome_name(found)
+    if isinstance(found, NotApplied):
+        return ledger.resolve(operation_id, outcome, resolver=resolver)
+    payload = found.result if isinstance(found, Applied) else found.error
+    return ledger.resolve(operation_id, outcome, payload, provider_ref=found.provider_ref, resolver=resolver)
+
+
+def _report_unknown(ledger: Ledger, op: Operation, attempt: int, err: BaseException, stage: str) -> bool:
+    """op_mark_unknown after a failure past the tool call; False when even that failed
+    (the connection is gone): the lease then expires into unknown on its own."""
+    try:
+        ledger.mark_unknown(op.operation_id, _error_json(err, stage), attempt=attempt)
+        return True
+    except Exception:  # noqa: BLE001 - the original error is what the caller needs to see
+        return False
+
+
+def execute_once(db: Any, op: Operation, call_tool: Callable[[Operation, int], T], *,
                  reconcile: Optional[ReconcileHook] = None,
                  classify_error: Callable[[BaseException], ErrorClass] = lambda e: ErrorClass.UNKNOWN,
                  provider_ref_of: Callable[[T], Optional[str]] = lambda r: None,
-                 max_wait: float = 60.0, min_sleep: float = 0.05, max_sleep: float = 5.0,
+                 max_wait: float = DEFAULT_MAX_WAIT, min_sleep: float = DEFAULT_MIN_SLEEP,
+                 max_sleep: float = DEFAULT_MAX_SLEEP,
                  on_decision: Optional[Callable[[BeginResult], None]] = None,
-                 sleep: Callable[[float], None] = time.sleep) -> T:
+                 sleep: Callable[[float], None] = time.sleep,
+                 reconciler: Any = None) -> T:
     """Run ``call_tool(op, attempt)`` at most once per operation ID, however often
     this is called and by however many workers.
 
-    Asks op_begin, then on
+    ``db`` is a psycopg connection (autocommit), a pool, or a Ledger. Asks op_begin,
+    then on
       * execute: calls the tool (pass ``op.operation_id`` to the provider as its
         idempotency key) and reports op_succeed; an exception is classified by
         ``classify_error``: UNKNOWN (default: a timeout says nothing about what the
-        provider did) -> op_mark_unknown, RETRYABLE / FAILED -> op_fail;
+        provider did) -> op_mark_unknown, RETRYABLE / FAILED -> op_fail. Any failure
+        after the tool returned (a result that is not JSON, op_succeed failing, a
+        lost connection) -> op_mark_unknown and OutcomeUnknown, never a bare error;
       * replay: returns the stored result, never calls the tool;
-      * in_progress / retry_later: sleeps until retry_after (at most ``max_wait``
-        seconds in all), asks again;
-      * reconcile: calls ``reconcile(op, begin)``, then op_resolve, asks again;
+      * in_progress / retry_later: sleeps until retry_after, at most ``max_wait``
+        seconds in all, then raises WaitTimeout (with retry_after and the lease owner);
+      * reconcile: calls ``reconcile(op, begin)``, then op_resolve on ``reconciler``
+        (a connection as a role in opledger_reconciler; default ``db``), asks again;
       * needs_approval / failed: raises NeedsApproval / OperationFailed.
 
-    The connection should be in autocommit mode (or idle): every ledger call commits
-    on its own, so other workers see this attempt's lease.
+    Every ledger call commits on its own, so other workers see this attempt's lease.
     """
     ledger = _ledger(db)
+    resolver_ledger = _ledger(reconciler) if reconciler is not None else ledger
     waited = 0.0
     undecided = 0
+
+    def pause_for(wanted: float, d: BeginResult, on_timeout: Callable[[], Exception]) -> None:
+        nonlocal waited
+        left = max_wait - waited
+        if left <= 1e-9:
+            raise on_timeout()
+        pause = min(max_sleep, max(min_sleep, wanted), left)
+        sleep(pause)
+        waited += pause
+
+    def wait_timeout(d: BeginResult) -> Exception:
+        owner = d.lease_owner
+        if owner is None and d.decision is Decision.IN_PROGRESS:
+            owner = ledger.lease_owner(d.operation_id)
+        return WaitTimeout(d, waited, max_wait=max_wait, lease_owner=owner)
+
     while True:
         d = ledger.begin(op)
         if on_decision:
@@ -81,11 +129,7 @@ def execute_once(db: psycopg.Connection | Ledger, op: Operation, call_tool: Call
             raise NeedsApproval(d)
         if d.decision in (Decision.IN_PROGRESS, Decision.RETRY_LATER):
             until = (d.retry_after - datetime.now(timezone.utc)).total_seconds() if d.retry_after else min_sleep
-            pause = min(max_sleep, max(min_sleep, until))
-            if waited + pause > max_wait:
-                raise WaitTimeout(d, waited)
-            sleep(pause)
-            waited += pause
+            pause_for(until, d, lambda: wait_timeout(d))
             continue
         if d.decision is Decision.RECONCILE:
             if reconcile is None:
@@ -93,50 +137,78 @@ def execute_once(db: psycopg.Connection | Ledger, op: Operation, call_tool: Call
             found = reconcile(op, d)
             if found is None:
                 undecided += 1
-                pause = min(max_sleep, min_sleep * 2 ** undecided)
-                if waited + pause > max_wait:
-                    raise ReconciliationRequired(d)
-                sleep(pause)
-                waited += pause
+                pause_for(min_sleep * 2 ** undecided, d,
+                          lambda: ReconciliationRequired(d, f"the reconcile hook could not tell within "
+                                                            f"max_wait={max_wait:g} s"))
                 continue
             try:
-                _resolve(ledger, op.operation_id, found, op.worker)
+                _resolve(resolver_ledger, op.operation_id, found, op.worker)
             except InvalidTransition:
                 pass  # someone else resolved it first; the next op_begin says how
+            except psycopg.errors.InsufficientPrivilege as err:
+                raise ReconciliationRequired(
+                    d, "this connection's role may not call op_resolve: pass reconciler= (a connection "
+                       "as a role in opledger_reconciler)") from err
             continue
-        # Decision.EXECUTE
+        # Decision.EXECUTE: from here on the provider may act, so no outcome may be lost.
         try:
             result = call_tool(op, d.attempt)
         except Exception as err:
-            cls = ErrorClass(classify_error(err))
+            try:
+                cls = ErrorClass(classify_error(err))
+            except Exception:  # noqa: BLE001 - a broken classifier must not lose the outcome
+                cls = ErrorClass.UNKNOWN
             if cls is ErrorClass.UNKNOWN:
-                ledger.mark_unknown(op.operation_id, _error_json(err), attempt=d.attempt)
-                if reconcile is not None:
+                recorded = _report_unknown(ledger, op, d.attempt, err, "tool")
+                if reconcile is not None and recorded:
                     continue
-                raise OutcomeUnknown(op.operation_id, d.attempt) from err
+                raise OutcomeUnknown(op.operation_id, d.attempt, recorded=recorded,
+                                     lease_expires_at=d.lease_expires_at) from err
             ledger.fail(op.operation_id, _error_json(err), cls is ErrorClass.RETRYABLE, attempt=d.attempt)
             continue  # retryable: op_begin answers retry_later / execute; failed: failed
-        ledger.succeed(op.operation_id, result, attempt=d.attempt, provider_ref=provider_ref_of(result))
+        except BaseException as err:  # KeyboardInterrupt, SystemExit, cancellation
+            _report_unknown(ledger, op, d.attempt, err, "tool")
+            raise
+        stage = "result"
+        try:
+            ref = provider_ref_of(result)
+            dumps(result, "the result")
+            stage = "report"
+            ledger.succeed(op.operation_id, result, attempt=d.attempt, provider_ref=ref)
+        except Exception as err:
+            recorded = _report_unknown(ledger, op, d.attempt, err, stage)
+            raise OutcomeUnknown(op.operation_id, d.attempt, stage=stage, recorded=recorded,
+                                 lease_expires_at=d.lease_expires_at) from err
         return result
 
 
-def reconcile_batch(db: psycopg.Connection | Ledger, worker: str, hook: ReconcileHook, *,
-                    max_rows: int = 10, lease: str = "1 minute") -> list[OperationRow]:
+def reconcile_batch(db: Any, worker: str, hook: ReconcileHook, *,
+                    max_rows: int = 10, lease: str = "1 minute") -> list[Reconciled]:
     """One pass of a reconciler worker: claims up to ``max_rows`` unknown operations
-    (op_claim_reconciliation) and resolves those the hook can decide."""
+    (op_claim_reconciliation) and resolves those the hook can decide.
+
+    ``db`` is the reconciler's own connection (or pool, or Ledger), as a role in
+    opledger_reconciler: not the agent's. Returns one ``Reconciled(operation,
+    outcome)`` per resolved operation; those the hook returned None for stay
+    unknown and are offered again when the claim expires. An operation that
+    changed meanwhile (a late op_succeed) is skipped."""
     ledger = _ledger(db)
     done = []
     for row in ledger.claim_reconciliation(worker, max_rows, lease):
-        op = Operation(row.operation_id, row.tool, row.args, worker=worker)
+        op = Operation(row.operation_id, row.tool, row.args, conversation_id=row.conversation_id, worker=worker)
         begin = BeginResult(Decision.RECONCILE, row.operation_id, row.status, row.attempt,
-                            provider_ref=row.provider_ref)
+                            error=row.error, provider_ref=row.provider_ref)
         found = hook(op, begin)
-        if found is not None:
-            done.append(_resolve(ledger, row.operation_id, found, worker))
+        if found is None:
+            continue
+        try:
+            done.append(Reconciled(_resolve(ledger, row.operation_id, found, worker), _outcome_name(found)))
+        except InvalidTransition:
+            continue
     return done
 
 
-def idempotent_tool(db: psycopg.Connection | Ledger, tool: str, *,
+def idempotent_tool(db: Any, tool: str, *,
                     operation_id: Callable[..., str], worker: Optional[str] = None,
                     **execute_options: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Decorator: make a tool function safe to repeat.
@@ -157,9 +229,10 @@ def idempotent_tool(db: psycopg.Connection | Ledger, tool: str, *,
                                            idempotency_key=operation_id)
 
     The call arguments (without ``operation_id``) are the fingerprinted args, so
-    keyword-only parameters that are JSON values work best. The wrapper's signature
-    leaves ``operation_id`` out, so a LangChain-style ``@tool`` put on top builds
-    its schema from the real arguments only.
+    keyword-only parameters that are JSON values work best. Other keyword
+    arguments (``reconcile=``, ``reconciler=``, ``max_wait=``, ...) go to
+    execute_once. The wrapper's signature leaves ``operation_id`` out, so a
+    LangChain-style ``@tool`` put on top builds its schema from the real arguments only.
     """
     ledger = _ledger(db)
 

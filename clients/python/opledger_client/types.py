@@ -55,6 +55,9 @@ class BeginResult:
     retry_after: Optional[datetime] = None
     finished_at: Optional[datetime] = None
     purged: bool = False
+    #: who holds the lease (in_progress), when the extension reports it; else None
+    lease_owner: Optional[str] = None
+    lease_expires_at: Optional[datetime] = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "BeginResult":
@@ -69,6 +72,8 @@ class BeginResult:
             retry_after=row.get("retry_after"),
             finished_at=row.get("finished_at"),
             purged=bool(row.get("purged") or False),
+            lease_owner=row.get("lease_owner"),
+            lease_expires_at=row.get("lease_expires_at"),
         )
 
 
@@ -84,12 +89,30 @@ class OperationRow:
     error: Any
     provider_ref: Optional[str]
     raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    conversation_id: Optional[str] = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "OperationRow":
         return cls(row["operation_id"], row["tool"], row.get("args"), OpStatus(row["status"]),
                    int(row["attempt"]), row.get("result"), row.get("error"), row.get("provider_ref"),
-                   dict(row))
+                   dict(row), row.get("conversation_id"))
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """One operation that reconcile_batch resolved: the updated row and the hook's
+    outcome (``"applied"``, ``"not_applied"`` or ``"failed"``). The same shape as the
+    TypeScript client's ``{ operation, outcome }``."""
+    operation: OperationRow
+    outcome: str
+
+    @property
+    def operation_id(self) -> str:
+        return self.operation.operation_id
+
+    @property
+    def status(self) -> "OpStatus":
+        return self.operation.status
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 usual PG* environment variables). Run: /usr/bin/python3 -m unittest discover -s tests -v
 """
 
+import contextlib
 import os
 import sys
 import threading
@@ -15,8 +16,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from opledger_client import (  # noqa: E402
     Applied, ArgumentMismatch, Decision, ErrorClass, Failed, InvalidTransition, Ledger, NeedsApproval,
-    NotApplied, Operation, OperationFailed, OpStatus, OutcomeUnknown, ReconciliationRequired,
-    ToolEffect, UnregisteredTool, execute_once, idempotent_tool, reconcile_batch,
+    NotApplied, NotJsonSerializable, Operation, OperationFailed, OpStatus, OutcomeUnknown, Reconciled,
+    ReconciliationRequired, ToolEffect, UnregisteredTool, WaitTimeout, execute_once, idempotent_tool,
+    reconcile_batch,
 )
 
 
@@ -54,24 +56,67 @@ class Retryable(Exception):
     pass
 
 
+AGENT, RECONCILER, APPROVER = "t_agent", "t_reconciler", "t_approver"
+
+
+def setup_roles(admin: psycopg.Connection) -> bool:
+    """As the superuser: the shipped group roles (opledger.create_roles(), 0.3.0) and
+    one login role in each of those the clients use. False when this extension
+    version has no create_roles(): then every connection is the superuser's."""
+    if admin.execute("SELECT to_regprocedure('opledger.create_roles()')").fetchone()[0] is None:
+        return False
+    admin.execute("SELECT opledger.create_roles()")
+    for login, group in ((AGENT, "opledger_agent"), (RECONCILER, "opledger_reconciler"),
+                         (APPROVER, "opledger_approver")):
+        try:
+            admin.execute(f"CREATE ROLE {login} LOGIN IN ROLE {group}")
+        except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+            pass
+    return True
+
+
 class LedgerTestCase(unittest.TestCase):
+    """The orchestrator runs as a login role in opledger_agent (``self.conn``,
+    ``self.ledger``), the reconcile path as one in opledger_reconciler (``self.rec``),
+    approvals as one in opledger_approver; tool registration and other set-up as the
+    superuser (``self.admin``), as docs/clients.md tells users to do."""
+
+    roles = False
+
     @classmethod
     def setUpClass(cls):
         with psycopg.connect(autocommit=True) as c:
             c.execute("CREATE EXTENSION IF NOT EXISTS opledger")
+            cls.roles = setup_roles(c)
+            cls.begin_has_owner = c.execute(
+                "SELECT count(*) FROM pg_attribute WHERE attrelid = 'opledger.begin_result'::regclass"
+                " AND attname = 'lease_owner' AND NOT attisdropped").fetchone()[0] == 1
+
+    @classmethod
+    def connect(cls, role: str) -> psycopg.Connection:
+        return psycopg.connect(autocommit=True, **({"user": role} if cls.roles else {}))
 
     def setUp(self):
-        self.conn = psycopg.connect(autocommit=True)
+        self.admin = psycopg.connect(autocommit=True)
+        self.conn = self.connect(AGENT)
+        self.rec = self.connect(RECONCILER)
+        self.approver = self.connect(APPROVER)
         self.ledger = Ledger(self.conn)
+        self.admin_ledger = Ledger(self.admin)
 
     def tearDown(self):
-        self.conn.close()
+        for c in (self.conn, self.rec, self.approver, self.admin):
+            c.close()
+
+    def status(self, operation_id: str) -> OpStatus:
+        return OpStatus(self.admin.execute("SELECT status::text FROM opledger.operations WHERE operation_id = %s",
+                                           [operation_id]).fetchone()[0])
 
 
 class ExecuteOnceTest(LedgerTestCase):
     def test_execute_then_replay_without_calling_the_tool(self):
         t = tool("refund")
-        self.ledger.register_tool(t, ToolEffect.NON_IDEMPOTENT_WRITE, guarantee="provider_key")
+        self.admin_ledger.register_tool(t, ToolEffect.NON_IDEMPOTENT_WRITE, guarantee="provider_key")
         p = FakeProvider()
         op = Operation(uid(), t, {"charge": "ch_1", "amount_cents": 500})
         seen = []
@@ -84,7 +129,7 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_timeout_is_reconciled_not_repeated(self):
         t = tool("refund")
-        self.ledger.register_tool(t, "non_idempotent_write", guarantee="read_before_write")
+        self.admin_ledger.register_tool(t, "non_idempotent_write", guarantee="read_before_write")
         p = FakeProvider()
         p.lose_next_ack = True
         op = Operation(uid(), t, {"charge": "ch_2", "amount_cents": 700}, worker="w1")
@@ -94,7 +139,7 @@ class ExecuteOnceTest(LedgerTestCase):
             self.assertEqual(begin.status, OpStatus.UNKNOWN)
             return Applied({"refund_id": "found"}, "re_found") if p.count(o.operation_id) else NotApplied()
 
-        result = execute_once(self.conn, op, p.call, reconcile=ask_provider,
+        result = execute_once(self.conn, op, p.call, reconcile=ask_provider, reconciler=self.rec,
                               on_decision=lambda d: seen.append(d.decision))
         self.assertEqual(result, {"refund_id": "found"})
         self.assertEqual(p.count(op.operation_id), 1)
@@ -105,7 +150,7 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_without_hook_unknown_outcome_then_reconciliation_required(self):
         t = tool("refund")
-        self.ledger.register_tool(t, "non_idempotent_write")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
         p = FakeProvider()
         p.lose_next_ack = True
         op = Operation(uid(), t, {"n": 1})
@@ -119,7 +164,7 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_idempotent_write_runs_again_with_the_same_key(self):
         t = tool("upsert")
-        self.ledger.register_tool(t, "idempotent_write", guarantee="provider_key",
+        self.admin_ledger.register_tool(t, "idempotent_write", guarantee="provider_key",
                                   backoff_base="10 milliseconds", backoff_max="50 milliseconds")
         p = FakeProvider()
         p.lose_next_ack = True
@@ -135,13 +180,13 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_not_applied_runs_again(self):
         t = tool("email")
-        self.ledger.register_tool(t, "non_idempotent_write", backoff_base="10 milliseconds",
+        self.admin_ledger.register_tool(t, "non_idempotent_write", backoff_base="10 milliseconds",
                                   backoff_max="50 milliseconds")
         p = FakeProvider()
         p.fail_next = ConnectionResetError("reset before the request was sent")
         op = Operation(uid(), t, {"to": "a@example.com"})
         seen = []
-        result = execute_once(self.conn, op, p.call, reconcile=lambda o, b: NotApplied(),
+        result = execute_once(self.conn, op, p.call, reconcile=lambda o, b: NotApplied(), reconciler=self.rec,
                               on_decision=lambda d: seen.append(d.decision))
         self.assertEqual(result["attempt"], 2)
         self.assertEqual(p.count(op.operation_id), 1)
@@ -150,7 +195,7 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_retryable_failure_waits_for_backoff(self):
         t = tool("ticket")
-        self.ledger.register_tool(t, "non_idempotent_write", backoff_base="200 milliseconds",
+        self.admin_ledger.register_tool(t, "non_idempotent_write", backoff_base="200 milliseconds",
                                   backoff_max="1 second")
         p = FakeProvider()
         p.fail_next = Retryable("503 Service Unavailable")
@@ -172,7 +217,7 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_definite_failure_is_final(self):
         t = tool("charge")
-        self.ledger.register_tool(t, "non_idempotent_write")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
         p = FakeProvider()
         p.fail_next = ValueError("card declined")
         op = Operation(uid(), t, {"amount_cents": 100})
@@ -185,7 +230,7 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_waits_for_another_worker_then_replays(self):
         t = tool("deploy")
-        self.ledger.register_tool(t, "non_idempotent_write")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
         op = Operation(uid(), t, {"release": "v42"})
         calls = []
         started = threading.Event()
@@ -193,7 +238,7 @@ class ExecuteOnceTest(LedgerTestCase):
         out = {}
 
         def slow_worker():
-            with psycopg.connect(autocommit=True) as c:
+            with self.connect(AGENT) as c:
                 def tool_a(o, attempt):
                     calls.append("a")
                     started.set()
@@ -218,21 +263,21 @@ class ExecuteOnceTest(LedgerTestCase):
 
     def test_irreversible_needs_approval(self):
         t = tool("wire")
-        self.ledger.register_tool(t, ToolEffect.IRREVERSIBLE)
+        self.admin_ledger.register_tool(t, ToolEffect.IRREVERSIBLE)
         op = Operation(uid(), t, {"iban": "XX00", "amount_cents": 1})
         calls = []
         run = lambda: execute_once(self.conn, op, lambda o, a: calls.append(a) or {"sent": True})  # noqa: E731
         for _ in range(2):
             with self.assertRaises(NeedsApproval):
                 run()
-        self.ledger.approve(op.operation_id, "alice", "checked with the customer")
+        Ledger(self.approver).approve(op.operation_id, "alice", "checked with the customer")
         self.assertEqual(run(), {"sent": True})
         self.assertEqual(run(), {"sent": True})
         self.assertEqual(len(calls), 1)
 
     def test_decorator(self):
         t = tool("refund")
-        self.ledger.register_tool(t, "non_idempotent_write")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
         calls = []
 
         @idempotent_tool(self.ledger, t, operation_id=lambda **kw: self.ledger.derive_operation_id(
@@ -256,7 +301,7 @@ class ExecuteOnceTest(LedgerTestCase):
 class ErrorsTest(LedgerTestCase):
     def test_ol001_argument_mismatch_names_the_pointer(self):
         t = tool("refund")
-        self.ledger.register_tool(t, "non_idempotent_write", hash_exclude=["/trace_id"])
+        self.admin_ledger.register_tool(t, "non_idempotent_write", hash_exclude=["/trace_id"])
         op_id = uid()
         self.ledger.begin(Operation(op_id, t, {"charge": "ch_9", "amount_cents": 2000, "trace_id": "a"}))
         same = self.ledger.begin(Operation(op_id, t, {"trace_id": "b", "amount_cents": 2000, "charge": "ch_9"}))
@@ -280,13 +325,14 @@ class ErrorsTest(LedgerTestCase):
                       OpStatus.UNKNOWN)
 
     def test_ol003_unregistered_tool(self):
-        self.conn.execute("SET opledger.require_registered_tools = on")
+        self.admin.execute("SET opledger.require_registered_tools = on")
         with self.assertRaises(UnregisteredTool) as cm:
-            self.ledger.begin(Operation(uid(), tool("never-registered"), {}))
+            self.admin_ledger.begin(Operation(uid(), tool("never-registered"), {}))
         self.assertEqual(cm.exception.sqlstate, "OL003")
+        self.assertIn("register_tool", str(cm.exception))  # the HINT: what to do next
         t = tool("registered")
-        self.ledger.register_tool(t, "read_only")
-        self.assertIs(self.ledger.begin(Operation(uid(), t, {})).decision, Decision.EXECUTE)
+        self.admin_ledger.register_tool(t, "read_only")
+        self.assertIs(self.admin_ledger.begin(Operation(uid(), t, {})).decision, Decision.EXECUTE)
 
     def test_error_leaves_connection_usable(self):
         with self.assertRaises(InvalidTransition):
@@ -305,7 +351,7 @@ class ReconcilerTest(LedgerTestCase):
 
     def test_reconcile_batch(self):
         t = tool("refund")
-        self.ledger.register_tool(t, "non_idempotent_write")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
         ids = [uid(), uid()]
         for op_id in ids:
             d = self.ledger.begin(Operation(op_id, t, {"id": op_id}))
@@ -318,12 +364,251 @@ class ReconcilerTest(LedgerTestCase):
             seen.append(op.operation_id)
             return Applied({"ok": True}, "ref-0") if op.operation_id == ids[0] else Failed({"reason": "declined"})
 
-        done = {r.operation_id: r for r in reconcile_batch(self.conn, "rec-" + uid()[:6], hook, max_rows=100)}
+        batch = reconcile_batch(self.rec, "rec-" + uid()[:6], hook, max_rows=100)
+        self.assertTrue(all(isinstance(r, Reconciled) for r in batch))
+        done = {r.operation.operation_id: r for r in batch}
         self.assertEqual(set(seen), set(ids))
-        self.assertIs(done[ids[0]].status, OpStatus.SUCCEEDED)
-        self.assertIs(done[ids[1]].status, OpStatus.FAILED)
+        self.assertEqual((done[ids[0]].outcome, done[ids[1]].outcome), ("applied", "failed"))
+        self.assertIs(done[ids[0]].operation.status, OpStatus.SUCCEEDED)
+        self.assertIs(done[ids[1]].operation.status, OpStatus.FAILED)
+        self.assertEqual(done[ids[0]].operation.provider_ref, "ref-0")
         self.assertIs(self.ledger.begin(Operation(ids[0], t, {"id": ids[0]})).decision, Decision.REPLAY)
         self.assertIs(self.ledger.begin(Operation(ids[1], t, {"id": ids[1]})).decision, Decision.FAILED)
+
+
+class NeverLosesAnOutcomeTest(LedgerTestCase):
+    """Any failure after the tool was called ends as an unknown outcome, never as a
+    bare error with the operation left pending."""
+
+    def test_result_that_is_not_json_ends_unknown_and_a_retry_reconciles_it(self):
+        t = tool("email")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        sent = []
+        op = Operation(uid(), t, {"to": "a@example.com", "template": "welcome"})
+
+        def send(o, attempt):
+            sent.append(o.operation_id)       # the effect happened...
+            return {"ids": {1, 2}}            # ...and the result is not JSON (a set)
+
+        started = time.monotonic()
+        with self.assertRaises(OutcomeUnknown) as cm:
+            execute_once(self.conn, op, send)
+        self.assertLess(time.monotonic() - started, 5)   # no wait on its own lease
+        e = cm.exception
+        self.assertEqual((e.stage, e.recorded), ("result", True))
+        self.assertIsInstance(e.__cause__, NotJsonSerializable)
+        self.assertIsInstance(e.__cause__, TypeError)
+        self.assertIs(self.status(op.operation_id), OpStatus.UNKNOWN)
+        stored = self.admin.execute("SELECT error FROM opledger.operations WHERE operation_id = %s",
+                                    [op.operation_id]).fetchone()[0]
+        self.assertEqual(stored["stage"], "result")
+
+        seen = []
+        result = execute_once(self.conn, op, send, reconcile=lambda o, b: Applied({"ids": [1, 2]}, "msg-1"),
+                              reconciler=self.rec, on_decision=lambda d: seen.append(d.decision))
+        self.assertEqual(result, {"ids": [1, 2]})
+        self.assertEqual(seen, [Decision.RECONCILE, Decision.REPLAY])
+        self.assertEqual(len(sent), 1)
+        self.assertIs(self.status(op.operation_id), OpStatus.SUCCEEDED)
+
+    def test_an_error_from_op_succeed_marks_the_operation_unknown(self):
+        t = tool("ticket")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+
+        class FlakyLedger(Ledger):
+            def succeed(self, *a, **kw):
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        op = Operation(uid(), t, {"title": "printer on fire"})
+        with self.assertRaises(OutcomeUnknown) as cm:
+            execute_once(FlakyLedger(self.conn), op, lambda o, a: {"ticket": "T-9"})
+        self.assertEqual((cm.exception.stage, cm.exception.recorded), ("report", True))
+        self.assertIsInstance(cm.exception.__cause__, psycopg.OperationalError)
+        self.assertIs(self.status(op.operation_id), OpStatus.UNKNOWN)
+
+    def test_a_lost_connection_ends_unknown_when_the_lease_expires_and_a_retry_reconciles(self):
+        t = tool("refund")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        conn = self.connect(AGENT)
+        pid = conn.info.backend_pid
+        op = Operation(uid(), t, {"charge": "ch_5", "amount_cents": 100}, lease="1 second")
+        calls = []
+
+        def refund(o, attempt):
+            calls.append(attempt)
+            self.admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            return {"refund_id": "re_5"}
+
+        with self.assertRaises(OutcomeUnknown) as cm:
+            execute_once(conn, op, refund)
+        self.assertEqual((cm.exception.stage, cm.exception.recorded), ("report", False))
+        self.assertIn("lease expires", str(cm.exception))
+        conn.close()
+        # A retry on a new connection waits for that lease, then reconciles.
+        seen = []
+        result = execute_once(self.conn, op, refund, reconcile=lambda o, b: Applied({"refund_id": "re_5"}, "re_5"),
+                              reconciler=self.rec, max_wait=10, on_decision=lambda d: seen.append(d.decision))
+        self.assertEqual(result, {"refund_id": "re_5"})
+        self.assertEqual(calls, [1])
+        self.assertIn(Decision.RECONCILE, seen)
+        self.assertIs(seen[-1], Decision.REPLAY)
+
+    def test_with_a_pool_a_dropped_connection_does_not_stop_the_report(self):
+        t = tool("refund")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        opened = []
+
+        class OneShotPool:  # the shape of psycopg_pool.ConnectionPool that Ledger uses
+            @contextlib.contextmanager
+            def connection(pool_self):
+                c = self.connect(AGENT)
+                opened.append(c.info.backend_pid)
+                try:
+                    yield c
+                finally:
+                    c.close()
+
+        def refund(o, attempt):
+            for pid in opened:
+                self.admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+            return {"refund_id": "re_6"}
+
+        op = Operation(uid(), t, {"charge": "ch_6"})
+        self.assertEqual(execute_once(OneShotPool(), op, refund), {"refund_id": "re_6"})
+        self.assertIs(self.status(op.operation_id), OpStatus.SUCCEEDED)
+
+    def test_interrupt_during_the_tool_marks_unknown(self):
+        t = tool("deploy")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        op = Operation(uid(), t, {"release": "v43"})
+
+        def deploy(o, attempt):
+            raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            execute_once(self.conn, op, deploy)
+        self.assertIs(self.status(op.operation_id), OpStatus.UNKNOWN)
+
+
+class NextStepTest(LedgerTestCase):
+    """Every error says what to do next."""
+
+    def assert_says_how_to_reconcile(self, err: Exception, operation_id: str):
+        text = str(err)
+        for needle in ("reconcile=", "reconcile_batch", "op_resolve", "manual => true", operation_id):
+            self.assertIn(needle, text)
+        self.assertTrue(err.next_step)
+
+    def test_outcome_unknown_and_reconciliation_required(self):
+        t = tool("refund")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        op = Operation(uid(), t, {"n": 1})
+
+        def boom(o, a):
+            raise TimeoutError("read timed out")
+
+        with self.assertRaises(OutcomeUnknown) as cm:
+            execute_once(self.conn, op, boom)
+        self.assert_says_how_to_reconcile(cm.exception, op.operation_id)
+        with self.assertRaises(ReconciliationRequired) as cm2:
+            execute_once(self.conn, op, boom)
+        self.assert_says_how_to_reconcile(cm2.exception, op.operation_id)
+
+    def test_needs_approval_and_operation_failed(self):
+        t = tool("wire")
+        self.admin_ledger.register_tool(t, "irreversible")
+        op = Operation(uid(), t, {"amount_cents": 1})
+        with self.assertRaises(NeedsApproval) as cm:
+            execute_once(self.conn, op, lambda o, a: {})
+        self.assertIn("op_approve", str(cm.exception))
+        self.assertIn("opledger_approver", str(cm.exception))
+        t2 = tool("charge")
+        self.admin_ledger.register_tool(t2, "non_idempotent_write")
+
+        def declined(o, a):
+            raise ValueError("card declined")
+
+        with self.assertRaises(OperationFailed) as cm2:
+            execute_once(self.conn, Operation(uid(), t2, {"n": 2}), declined,
+                         classify_error=lambda e: ErrorClass.FAILED)
+        self.assertIn("new operation ID", str(cm2.exception))
+
+    def test_max_wait_waits_that_long_and_shows_retry_after_and_the_lease_owner(self):
+        t = tool("deploy")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")  # 5-minute lease
+        op_id = uid()
+        with self.connect(AGENT) as other:
+            held = Ledger(other).begin(op_id, t, {"release": "v44"}, worker="worker-a")
+        self.assertIs(held.decision, Decision.EXECUTE)
+        started = time.monotonic()
+        with self.assertRaises(WaitTimeout) as cm:
+            execute_once(self.conn, Operation(op_id, t, {"release": "v44"}, worker="worker-b"),
+                         lambda o, a: {"deployed": True}, max_wait=2)
+        elapsed = time.monotonic() - started
+        self.assertGreaterEqual(elapsed, 1.9)
+        self.assertLess(elapsed, 4)
+        e = cm.exception
+        text = str(e)
+        self.assertIn("still in_progress after 2.0 s", text)
+        self.assertIn("retry_after", text)
+        self.assertIsNotNone(e.retry_after)
+        self.assertIn(e.retry_after.isoformat(timespec="milliseconds"), text)
+        if not self.roles or self.begin_has_owner:
+            self.assertEqual(e.lease_owner, "worker-a")
+            self.assertIn("'worker-a'", text)
+        else:
+            self.assertIn("owner not visible", text)
+
+    def test_unknown_effect_lists_the_valid_values(self):
+        with self.assertRaises(ValueError) as cm:
+            self.admin_ledger.register_tool(tool("x"), "idempotent")
+        for effect in ToolEffect:
+            self.assertIn(effect.value, str(cm.exception))
+        with self.assertRaises(ValueError) as cm2:
+            self.admin_ledger.register_tool(tool("x"), "read_only", guarantee="exactly_once")
+        self.assertIn("provider_key", str(cm2.exception))
+
+    def test_args_must_be_an_object(self):
+        with self.assertRaises(TypeError) as cm:
+            self.ledger.begin(Operation(uid(), tool("x"), '{"to": "a@example.com"}'))
+        self.assertIn("json.dumps", str(cm.exception))
+        with self.assertRaises(TypeError):
+            self.ledger.begin(Operation(uid(), tool("x"), [1, 2]))
+
+
+class LedgerApiTest(LedgerTestCase):
+    def test_begin_takes_the_sql_arguments_and_worker(self):
+        t = tool("x")
+        op_id = uid()
+        d = self.ledger.begin(op_id, t, {"a": 1}, worker="w-1", conversation_id="conv-9", lease="30 seconds")
+        self.assertIs(d.decision, Decision.EXECUTE)
+        row = self.admin.execute("SELECT lease_owner, conversation_id FROM opledger.operations"
+                                 " WHERE operation_id = %s", [op_id]).fetchone()
+        self.assertEqual(row, ("w-1", "conv-9"))
+        again = self.ledger.begin(Operation(op_id, t, {"a": 1}), worker="w-2")
+        self.assertIs(again.decision, Decision.IN_PROGRESS)
+
+    def test_agent_role_may_not_register_tools(self):
+        if not self.roles:
+            self.skipTest("opledger.create_roles() is not in this extension version")
+        with self.assertRaises(psycopg.errors.InsufficientPrivilege):
+            self.ledger.register_tool(tool("x"), "read_only")
+
+    def test_in_call_reconcile_under_the_agent_role_needs_a_reconciler(self):
+        if not self.roles:
+            self.skipTest("opledger.create_roles() is not in this extension version")
+        t = tool("refund")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        op = Operation(uid(), t, {"n": 3})
+
+        def boom(o, a):
+            raise TimeoutError("read timed out")
+
+        with self.assertRaises(OutcomeUnknown):
+            execute_once(self.conn, op, boom)
+        with self.assertRaises(ReconciliationRequired) as cm:
+            execute_once(self.conn, op, boom, reconcile=lambda o, b: NotApplied())
+        self.assertIn("reconciler=", str(cm.exception))
 
 
 if __name__ == "__main__":

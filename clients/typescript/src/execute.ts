@@ -2,36 +2,49 @@
 
 import {
   InvalidTransitionError, NeedsApprovalError, OperationFailedError, OutcomeUnknownError,
-  ReconciliationRequiredError, WaitTimeoutError,
+  ReconciliationRequiredError, WaitTimeoutError, type UnknownStage,
 } from './errors.js';
+import { toJsonText } from './json.js';
 import { Ledger, type Queryable } from './ledger.js';
-import type { BeginResult, ErrorClass, JsonValue, Operation, OperationRow, ReconcileOutcome } from './types.js';
+import type {
+  BeginResult, ErrorClass, JsonValue, Operation, OperationRow, ReconcileOutcome, Reconciled,
+} from './types.js';
 
-export interface ToolCallContext {
+export interface ToolCallContext<A = JsonValue> {
   /** Pass this to the provider as its idempotency key / reference. */
   operationId: string;
   /** The attempt number (1, 2, ...): the fencing token of this attempt. */
   attempt: number;
-  args: JsonValue;
+  /** The operation's arguments, typed as given in `op.args`. */
+  args: A;
 }
 
-export interface ReconcileContext {
+export interface ReconcileContext<A = JsonValue> {
   operationId: string;
   tool: string;
-  args: JsonValue;
+  args: A;
   /** The provider's reference, if an earlier attempt reported one. */
   providerRef: string | null;
   attempt: number;
 }
 
-export interface ExecuteOptions<T> {
+/** The defaults of executeOnce, documented in docs/clients.md. */
+export const EXECUTE_DEFAULTS = { maxWaitMs: 60_000, minSleepMs: 50, maxSleepMs: 5_000 } as const;
+
+export interface ExecuteOptions<T = JsonValue, A = JsonValue> {
   /**
    * Asks the provider what happened to an operation whose outcome is unknown (by
    * operationId / providerRef) and says applied, not_applied or failed. Return
    * `undefined` when the provider cannot tell yet. Without it, `reconcile` throws
    * ReconciliationRequiredError.
    */
-  reconcile?: (ctx: ReconcileContext) => Promise<ReconcileOutcome | undefined>;
+  reconcile?: (ctx: ReconcileContext<A>) => Promise<ReconcileOutcome | undefined>;
+  /**
+   * Where the hook's verdict is recorded (op_resolve): a pool or client whose role is
+   * in opledger_reconciler. Default: the `db` given to executeOnce, which under the
+   * shipped roles (agent in opledger_agent) may not call op_resolve.
+   */
+  reconciler?: Queryable | Ledger;
   /** Classifies an error thrown by callTool. Default: every error is 'unknown'. */
   classifyError?: (err: unknown) => ErrorClass;
   /** The provider's own reference for a successful result (stored as provider_ref). */
@@ -49,40 +62,79 @@ export interface ExecuteOptions<T> {
 
 const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-const serializeError = (err: unknown): JsonValue => {
-  if (err instanceof Error) return { name: err.name, message: err.message };
-  try { return JSON.parse(JSON.stringify(err ?? null)) as JsonValue; } catch { return String(err); }
+const serializeError = (err: unknown, stage?: UnknownStage): JsonValue => {
+  let out: JsonValue;
+  if (err instanceof Error) out = { name: err.name, message: err.message };
+  else {
+    try { out = JSON.parse(toJsonText(err ?? null) ?? 'null') as JsonValue; } catch { out = String(err); }
+  }
+  if (stage && out !== null && typeof out === 'object' && !Array.isArray(out)) out.stage = stage;
+  return out;
 };
 
 function ledgerOf(db: Queryable | Ledger): Ledger {
   return db instanceof Ledger ? db : new Ledger(db);
 }
 
+function resolveArgs(found: ReconcileOutcome, resolver: string | undefined) {
+  return {
+    result: found.outcome === 'applied' ? found.result ?? null : found.outcome === 'failed' ? found.error ?? null : undefined,
+    providerRef: found.outcome === 'not_applied' ? undefined : found.providerRef,
+    resolver,
+  };
+}
+
+const isPermissionDenied = (err: unknown) => (err as { code?: unknown } | null)?.code === '42501';
+
 /**
  * Runs `callTool` at most once per operation ID, however often it is called, by any
  * number of workers: it asks op_begin, and
- *  - execute: calls the tool and reports op_succeed / op_fail / op_mark_unknown;
+ *  - execute: calls the tool and reports op_succeed / op_fail / op_mark_unknown. Any
+ *    failure after the tool returned (a result that is not JSON, op_succeed failing,
+ *    a lost connection) is op_mark_unknown and OutcomeUnknownError, never a bare error;
  *  - replay: returns the stored result without calling the tool;
- *  - in_progress, retry_later: waits until retry_after (bounded by maxWaitMs), asks again;
- *  - reconcile: runs the reconcile hook and op_resolve, asks again;
+ *  - in_progress, retry_later: waits until retry_after, at most maxWaitMs in all, then
+ *    throws WaitTimeoutError (with retry_after and the lease owner);
+ *  - reconcile: runs the reconcile hook and op_resolve (on `reconciler`), asks again;
  *  - needs_approval, failed: throws NeedsApprovalError / OperationFailedError.
  * Returns the tool's result (or the stored one). Pass a pg.Pool (each call commits
  * on its own), not a client inside an open transaction.
  */
-export async function executeOnce<T extends JsonValue>(
+export async function executeOnce<T = JsonValue, A = JsonValue>(
   db: Queryable | Ledger,
-  op: Operation,
-  callTool: (ctx: ToolCallContext) => Promise<T>,
-  options: ExecuteOptions<T> = {},
+  op: Operation<A>,
+  callTool: (ctx: ToolCallContext<A>) => Promise<T>,
+  options: ExecuteOptions<T, A> = {},
 ): Promise<T> {
   const ledger = ledgerOf(db);
+  const resolverLedger = options.reconciler ? ledgerOf(options.reconciler) : ledger;
   const sleep = options.sleep ?? defaultSleep;
-  const maxWaitMs = options.maxWaitMs ?? 60_000;
-  const minSleep = options.minSleepMs ?? 50;
-  const maxSleep = options.maxSleepMs ?? 5_000;
+  const maxWaitMs = options.maxWaitMs ?? EXECUTE_DEFAULTS.maxWaitMs;
+  const minSleep = options.minSleepMs ?? EXECUTE_DEFAULTS.minSleepMs;
+  const maxSleep = options.maxSleepMs ?? EXECUTE_DEFAULTS.maxSleepMs;
   const classify = options.classifyError ?? (() => 'unknown' as const);
   let waited = 0;
   let reconciledUndecided = 0;
+
+  /** Sleeps for `wantedMs` within what is left of maxWaitMs; false when nothing is left. */
+  const pause = async (wantedMs: number): Promise<boolean> => {
+    const left = maxWaitMs - waited;
+    if (left <= 0) return false;
+    const ms = Math.min(maxSleep, Math.max(minSleep, wantedMs), left);
+    await sleep(ms);
+    waited += ms;
+    return true;
+  };
+
+  /** op_mark_unknown after a failure past the tool call; false when even that failed. */
+  const reportUnknown = async (attempt: number, err: unknown, stage: UnknownStage): Promise<boolean> => {
+    try {
+      await ledger.markUnknown(op.operationId, serializeError(err, stage), { attempt });
+      return true;
+    } catch {
+      return false; // the connection is gone: the lease expires into unknown on its own
+    }
+  };
 
   for (;;) {
     const d = await ledger.begin(op);
@@ -100,11 +152,10 @@ export async function executeOnce<T extends JsonValue>(
       case 'in_progress':
       case 'retry_later': {
         const untilMs = d.retryAfter ? d.retryAfter.getTime() - Date.now() : minSleep;
-        const ms = Math.min(maxSleep, Math.max(minSleep, untilMs));
-        if (waited + ms > maxWaitMs) throw new WaitTimeoutError(d, waited);
-        await sleep(ms);
-        waited += ms;
-        continue;
+        if (await pause(untilMs)) continue;
+        let owner = d.leaseOwner ?? null;
+        if (owner === null && d.decision === 'in_progress') owner = await ledger.leaseOwner(op.operationId);
+        throw new WaitTimeoutError(d, waited, { maxWaitMs, leaseOwner: owner });
       }
 
       case 'reconcile': {
@@ -115,19 +166,17 @@ export async function executeOnce<T extends JsonValue>(
         if (found === undefined) {
           // The provider cannot tell yet: back off like in_progress, then ask again.
           reconciledUndecided += 1;
-          const ms = Math.min(maxSleep, minSleep * 2 ** reconciledUndecided);
-          if (waited + ms > maxWaitMs) throw new ReconciliationRequiredError(d);
-          await sleep(ms);
-          waited += ms;
-          continue;
+          if (await pause(minSleep * 2 ** reconciledUndecided)) continue;
+          throw new ReconciliationRequiredError(d, undefined,
+            `the reconcile hook could not tell within maxWaitMs=${maxWaitMs}`);
         }
         try {
-          await ledger.resolve(op.operationId, found.outcome, {
-            result: found.outcome === 'applied' ? found.result ?? null : found.outcome === 'failed' ? found.error ?? null : undefined,
-            providerRef: found.outcome === 'not_applied' ? undefined : found.providerRef,
-            resolver: op.worker,
-          });
+          await resolverLedger.resolve(op.operationId, found.outcome, resolveArgs(found, op.worker));
         } catch (err) {
+          if (isPermissionDenied(err)) {
+            throw new ReconciliationRequiredError(d, err, "this connection's role may not call op_resolve: pass " +
+              'options.reconciler (a pool or client as a role in opledger_reconciler)');
+          }
           // Another reconciler resolved it first: the next op_begin tells us how.
           if (!(err instanceof InvalidTransitionError)) throw err;
         }
@@ -135,22 +184,33 @@ export async function executeOnce<T extends JsonValue>(
       }
 
       case 'execute': {
+        // From here on the provider may act: no outcome may be lost.
         let result: T;
         try {
           result = await callTool({ operationId: op.operationId, attempt: d.attempt, args: op.args });
         } catch (err) {
-          const cls = classify(err);
+          let cls: ErrorClass;
+          try { cls = classify(err); } catch { cls = 'unknown'; }
           if (cls === 'unknown') {
-            await ledger.markUnknown(op.operationId, serializeError(err), { attempt: d.attempt });
-            if (options.reconcile) continue;
-            throw new OutcomeUnknownError(op.operationId, d.attempt, err);
+            const recorded = await reportUnknown(d.attempt, err, 'tool');
+            if (options.reconcile && recorded) continue;
+            throw new OutcomeUnknownError(op.operationId, d.attempt, err,
+              { recorded, leaseExpiresAt: d.leaseExpiresAt });
           }
           await ledger.fail(op.operationId, serializeError(err), cls === 'retryable', { attempt: d.attempt });
           continue; // retryable: op_begin answers retry_later/execute; failed: it answers failed
         }
-        await ledger.succeed(op.operationId, result, {
-          attempt: d.attempt, providerRef: options.providerRefOf?.(result),
-        });
+        let stage: UnknownStage = 'result';
+        try {
+          const providerRef = options.providerRefOf?.(result);
+          toJsonText(result, 'the result');
+          stage = 'report';
+          await ledger.succeed(op.operationId, result, { attempt: d.attempt, providerRef });
+        } catch (err) {
+          const recorded = await reportUnknown(d.attempt, err, stage);
+          throw new OutcomeUnknownError(op.operationId, d.attempt, err,
+            { stage, recorded, leaseExpiresAt: d.leaseExpiresAt });
+        }
         return result;
       }
 
@@ -164,29 +224,34 @@ export async function executeOnce<T extends JsonValue>(
 
 /**
  * One pass of a reconciler worker: claims up to maxRows unknown operations
- * (op_claim_reconciliation) and resolves each one the hook can decide. Returns the
- * operations it resolved, with their outcome.
+ * (op_claim_reconciliation) and resolves each one the hook can decide. `db` is the
+ * reconciler's own pool or client, as a role in opledger_reconciler (not the
+ * agent's). Returns `{ operation, outcome }` for each operation it resolved; those the
+ * hook returned `undefined` for stay unknown and are offered again when the claim
+ * expires; one that changed meanwhile (a late op_succeed) is skipped.
  */
-export async function reconcileBatch(
+export async function reconcileBatch<A = JsonValue>(
   db: Queryable | Ledger,
   worker: string,
-  hook: (ctx: ReconcileContext) => Promise<ReconcileOutcome | undefined>,
+  hook: (ctx: ReconcileContext<A>) => Promise<ReconcileOutcome | undefined>,
   options: { maxRows?: number; lease?: string } = {},
-): Promise<{ operation: OperationRow; outcome: ReconcileOutcome['outcome'] }[]> {
+): Promise<Reconciled[]> {
   const ledger = ledgerOf(db);
   const claimed = await ledger.claimReconciliation(worker, options.maxRows ?? 10, options.lease ?? '1 minute');
-  const done: { operation: OperationRow; outcome: ReconcileOutcome['outcome'] }[] = [];
+  const done: Reconciled[] = [];
   for (const row of claimed) {
     const found = await hook({
-      operationId: row.operationId, tool: row.tool, args: row.args as JsonValue,
+      operationId: row.operationId, tool: row.tool, args: row.args as A,
       providerRef: row.providerRef, attempt: row.attempt,
     });
     if (found === undefined) continue;
-    const operation = await ledger.resolve(row.operationId, found.outcome, {
-      result: found.outcome === 'applied' ? found.result ?? null : found.outcome === 'failed' ? found.error ?? null : undefined,
-      providerRef: found.outcome === 'not_applied' ? undefined : found.providerRef,
-      resolver: worker,
-    });
+    let operation: OperationRow;
+    try {
+      operation = await ledger.resolve(row.operationId, found.outcome, resolveArgs(found, worker));
+    } catch (err) {
+      if (err instanceof InvalidTransitionError) continue;
+      throw err;
+    }
     done.push({ operation, outcome: found.outcome });
   }
   return done;

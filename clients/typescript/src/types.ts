@@ -8,6 +8,9 @@ export type ToolEffect = 'read_only' | 'idempotent_write' | 'non_idempotent_writ
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
+/** A JSON object: what a tool's `args` must be. */
+export type JsonObject = { [key: string]: JsonValue };
+
 interface BeginCommon {
   operationId: string;
   status: OpStatus;
@@ -18,6 +21,10 @@ interface BeginCommon {
   retryAfter: Date | null;
   finishedAt: Date | null;
   purged: boolean;
+  /** Who holds the lease (in_progress), when the extension reports it. */
+  leaseOwner?: string | null;
+  /** When this attempt's (or the holder's) lease ends, when the extension reports it. */
+  leaseExpiresAt?: Date | null;
 }
 
 /** The row op_begin returns, as a discriminated union over `decision`. */
@@ -56,12 +63,16 @@ export interface OperationRow {
   raw: Record<string, unknown>;
 }
 
-/** One logical action of an agent. */
-export interface Operation {
+/**
+ * One logical action of an agent. `A` is the type of its arguments (a JSON object;
+ * inferred from `args`), so the tool call sees them typed as `ctx.args`.
+ */
+export interface Operation<A = JsonValue> {
   /** Stable across retries: derive it from the plan step, never inside the retry loop. */
   operationId: string;
   tool: string;
-  args: JsonValue;
+  /** The tool's arguments: a JSON object (fingerprinted; never a JSON string). */
+  args: A;
   conversationId?: string;
   /** Who runs the attempt (shown in the audit trail). */
   worker?: string;
@@ -74,6 +85,18 @@ export type ReconcileOutcome =
   | { outcome: 'applied'; result?: JsonValue; providerRef?: string }
   | { outcome: 'not_applied' }
   | { outcome: 'failed'; error?: JsonValue; providerRef?: string };
+
+/** One operation that reconcileBatch resolved: the updated row and the hook's outcome. */
+export interface Reconciled {
+  operation: OperationRow;
+  outcome: ReconcileOutcome['outcome'];
+}
+
+/** opledger.register_tool's effect classes, for a client-side check. */
+export const TOOL_EFFECTS: readonly ToolEffect[] = ['read_only', 'idempotent_write', 'non_idempotent_write', 'irreversible'];
+
+/** The guarantees register_tool accepts. */
+export const GUARANTEES = ['provider_key', 'unique_constraint', 'read_before_write', 'none'] as const;
 
 /** How a thrown tool error is recorded. */
 export type ErrorClass =

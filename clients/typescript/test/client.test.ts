@@ -6,13 +6,39 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 
 import {
-  ArgumentMismatchError, InvalidTransitionError, Ledger, NeedsApprovalError, OperationFailedError,
-  OutcomeUnknownError, ReconciliationRequiredError, UnregisteredToolError, executeOnce, reconcileBatch,
-  type BeginResult, type JsonValue,
+  ArgumentMismatchError, InvalidTransitionError, Ledger, NeedsApprovalError, NotJsonSerializableError,
+  OperationFailedError, OutcomeUnknownError, ReconciliationRequiredError, UnregisteredToolError, WaitTimeoutError,
+  currentOperation, executeOnce, idempotentTool, reconcileBatch,
+  type BeginResult, type JsonValue, type Queryable,
 } from '../src/index.js';
 
-const pool = new pg.Pool({ max: 4 });
-const ledger = new Ledger(pool);
+// The orchestrator runs as a login role in opledger_agent (`pool`, `ledger`), the
+// reconcile path as one in opledger_reconciler (`recPool`), approvals as one in
+// opledger_approver; tool registration and other set-up as the superuser (`adminPool`,
+// `admin`), as docs/clients.md tells users to do. Without opledger.create_roles()
+// (extension before 0.3.0) every pool is the superuser's.
+const AGENT = 't_agent', RECONCILER = 't_reconciler', APPROVER = 't_approver';
+const adminPool = new pg.Pool({ max: 2 });
+const admin = new Ledger(adminPool);
+let roles = false;
+let beginHasOwner = false;
+let pool: pg.Pool;
+let recPool: pg.Pool;
+let approverPool: pg.Pool;
+let ledger: Ledger;
+const poolAs = (user: string, max = 4) => {
+  const p = new pg.Pool(roles ? { user, max } : { max });
+  p.on('error', () => {}); // an idle client whose backend was terminated: the pool drops it
+  return p;
+};
+const connectAs = async (user: string) => {
+  const c = new pg.Client(roles ? { user } : {});
+  c.on('error', () => {});
+  await c.connect();
+  return c;
+};
+const statusOf = async (id: string) =>
+  (await adminPool.query('SELECT status::text AS s FROM opledger.operations WHERE operation_id = $1', [id])).rows[0].s;
 const uid = () => randomUUID();
 const tool = (name: string) => `ts.${name}.${uid().slice(0, 8)}`;
 
@@ -31,14 +57,31 @@ class FakeProvider {
 }
 
 before(async () => {
-  await pool.query('CREATE EXTENSION IF NOT EXISTS opledger');
+  await adminPool.query('CREATE EXTENSION IF NOT EXISTS opledger');
+  roles = (await adminPool.query("SELECT to_regprocedure('opledger.create_roles()') IS NOT NULL AS r")).rows[0].r;
+  if (roles) {
+    await adminPool.query('SELECT opledger.create_roles()');
+    for (const [login, group] of [[AGENT, 'opledger_agent'], [RECONCILER, 'opledger_reconciler'], [APPROVER, 'opledger_approver']]) {
+      try {
+        await adminPool.query(`CREATE ROLE ${login} LOGIN IN ROLE ${group}`);
+      } catch (e) {
+        if (!['42710', '23505'].includes((e as { code?: string }).code ?? '')) throw e; // exists already
+      }
+    }
+  }
+  beginHasOwner = (await adminPool.query(`SELECT count(*)::int AS n FROM pg_attribute
+     WHERE attrelid = 'opledger.begin_result'::regclass AND attname = 'lease_owner' AND NOT attisdropped`)).rows[0].n === 1;
+  pool = poolAs(AGENT);
+  recPool = poolAs(RECONCILER, 2);
+  approverPool = poolAs(APPROVER, 1);
+  ledger = new Ledger(pool);
 });
-after(async () => { await pool.end(); });
+after(async () => { await Promise.all([pool, recPool, approverPool, adminPool].map((p) => p.end())); });
 
 describe('executeOnce', () => {
   it('executes once, then replays the stored result without calling the tool', async () => {
     const t = tool('refund');
-    await ledger.registerTool(t, 'non_idempotent_write', { guarantee: 'provider_key' });
+    await admin.registerTool(t, 'non_idempotent_write', { guarantee: 'provider_key' });
     const p = new FakeProvider();
     const op = { operationId: uid(), tool: t, args: { charge: 'ch_1', amount_cents: 500 } };
     const decisions: string[] = [];
@@ -52,13 +95,14 @@ describe('executeOnce', () => {
 
   it('marks a timeout unknown and reconciles through the hook instead of calling the tool again', async () => {
     const t = tool('refund');
-    await ledger.registerTool(t, 'non_idempotent_write', { guarantee: 'read_before_write' });
+    await admin.registerTool(t, 'non_idempotent_write', { guarantee: 'read_before_write' });
     const p = new FakeProvider();
     p.loseNextAck = true;
     const op = { operationId: uid(), tool: t, args: { charge: 'ch_2', amount_cents: 700 }, worker: 'w1' };
     const decisions: string[] = [];
     const result = await executeOnce(pool, op, (c) => p.call(c), {
       onDecision: (d) => decisions.push(d.decision),
+      reconciler: recPool,
       reconcile: async (ctx) => (p.count(ctx.operationId) > 0
         ? { outcome: 'applied', result: { refund_id: 'found' }, providerRef: 're_found' }
         : { outcome: 'not_applied' }),
@@ -73,7 +117,7 @@ describe('executeOnce', () => {
 
   it('without a reconcile hook, a timeout is OutcomeUnknownError and the next call ReconciliationRequiredError', async () => {
     const t = tool('refund');
-    await ledger.registerTool(t, 'non_idempotent_write');
+    await admin.registerTool(t, 'non_idempotent_write');
     const p = new FakeProvider();
     p.loseNextAck = true;
     const op = { operationId: uid(), tool: t, args: { n: 1 } };
@@ -88,7 +132,7 @@ describe('executeOnce', () => {
 
   it('runs an idempotent_write tool again with the same key after an unknown outcome', async () => {
     const t = tool('upsert');
-    await ledger.registerTool(t, 'idempotent_write', {
+    await admin.registerTool(t, 'idempotent_write', {
       guarantee: 'provider_key', backoffBase: '10 milliseconds', backoffMax: '50 milliseconds',
     });
     const p = new FakeProvider();
@@ -105,13 +149,14 @@ describe('executeOnce', () => {
 
   it('runs the tool again after the reconciler finds it was not applied', async () => {
     const t = tool('email');
-    await ledger.registerTool(t, 'non_idempotent_write', { backoffBase: '10 milliseconds', backoffMax: '50 milliseconds' });
+    await admin.registerTool(t, 'non_idempotent_write', { backoffBase: '10 milliseconds', backoffMax: '50 milliseconds' });
     const p = new FakeProvider();
     p.failNext = new Error('connection reset before the request was sent');
     const op = { operationId: uid(), tool: t, args: { to: 'a@example.com' } };
     const decisions: string[] = [];
     const result = await executeOnce(pool, op, (c) => p.call(c), {
       onDecision: (d) => decisions.push(d.decision),
+      reconciler: recPool,
       reconcile: async () => ({ outcome: 'not_applied' }),
     });
     assert.ok(result.refund_id.startsWith('re_'));
@@ -123,7 +168,7 @@ describe('executeOnce', () => {
 
   it('retries a retryable failure after the backoff given by retry_after', async () => {
     const t = tool('ticket');
-    await ledger.registerTool(t, 'non_idempotent_write', { backoffBase: '200 milliseconds', backoffMax: '1 second' });
+    await admin.registerTool(t, 'non_idempotent_write', { backoffBase: '200 milliseconds', backoffMax: '1 second' });
     const p = new FakeProvider();
     p.failNext = Object.assign(new Error('503 Service Unavailable'), { status: 503 });
     const op = { operationId: uid(), tool: t, args: { title: 'printer on fire' } };
@@ -149,7 +194,7 @@ describe('executeOnce', () => {
 
   it('surfaces a definite failure as OperationFailedError, now and on every later call', async () => {
     const t = tool('charge');
-    await ledger.registerTool(t, 'non_idempotent_write');
+    await admin.registerTool(t, 'non_idempotent_write');
     const p = new FakeProvider();
     p.failNext = new Error('card declined');
     const op = { operationId: uid(), tool: t, args: { amount_cents: 100 } };
@@ -158,6 +203,7 @@ describe('executeOnce', () => {
         assert.ok(e instanceof OperationFailedError);
         assert.equal(e.begin.status, 'failed');
         assert.deepEqual(e.error, { name: 'Error', message: 'card declined' });
+        assert.match(e.message, /new operation ID/);
         return true;
       });
     }
@@ -166,7 +212,7 @@ describe('executeOnce', () => {
 
   it('waits while another worker holds the lease, then replays its result', async () => {
     const t = tool('deploy');
-    await ledger.registerTool(t, 'non_idempotent_write');
+    await admin.registerTool(t, 'non_idempotent_write');
     const op = { operationId: uid(), tool: t, args: { release: 'v42' } };
     let calls = 0;
     let release!: () => void;
@@ -188,13 +234,13 @@ describe('executeOnce', () => {
 
   it('stops at needs_approval for an irreversible tool and runs once approved', async () => {
     const t = tool('wire');
-    await ledger.registerTool(t, 'irreversible');
+    await admin.registerTool(t, 'irreversible');
     const op = { operationId: uid(), tool: t, args: { iban: 'XX00', amount_cents: 1 } };
     let calls = 0;
     const run = () => executeOnce(pool, op, async () => { calls++; return { sent: true }; });
     await assert.rejects(run(), NeedsApprovalError);
     await assert.rejects(run(), NeedsApprovalError);
-    await ledger.approve(op.operationId, 'alice', 'checked with the customer');
+    await new Ledger(approverPool).approve(op.operationId, 'alice', 'checked with the customer');
     assert.deepEqual(await run(), { sent: true });
     assert.deepEqual(await run(), { sent: true });
     assert.equal(calls, 1);
@@ -204,7 +250,7 @@ describe('executeOnce', () => {
 describe('errors', () => {
   it('maps OL001 to ArgumentMismatchError with the differing JSON Pointers', async () => {
     const t = tool('refund');
-    await ledger.registerTool(t, 'non_idempotent_write', { hashExclude: ['/trace_id'] });
+    await admin.registerTool(t, 'non_idempotent_write', { hashExclude: ['/trace_id'] });
     const id = uid();
     await ledger.begin({ operationId: id, tool: t, args: { charge: 'ch_9', amount_cents: 2000, trace_id: 'a' } });
     // hash_exclude: a different trace_id is the same operation
@@ -241,10 +287,12 @@ describe('errors', () => {
     await client.connect();
     try {
       await client.query('SET opledger.require_registered_tools = on');
+      // (the superuser's session: the setting and register_tool are admin matters)
       const l = new Ledger(client);
       await assert.rejects(l.begin({ operationId: uid(), tool: tool('never-registered'), args: {} }), (e: unknown) => {
         assert.ok(e instanceof UnregisteredToolError);
         assert.equal(e.sqlstate, 'OL003');
+        assert.match(e.message, /register_tool/); // the HINT: what to do next
         return true;
       });
       const t = tool('registered');
@@ -268,7 +316,7 @@ describe('Ledger', () => {
 
   it('reconcileBatch claims unknown operations and resolves what the hook decides', async () => {
     const t = tool('refund');
-    await ledger.registerTool(t, 'non_idempotent_write');
+    await admin.registerTool(t, 'non_idempotent_write');
     const ids: string[] = [uid(), uid()];
     for (const id of ids) {
       const d = await ledger.begin({ operationId: id, tool: t, args: { id } as JsonValue });
@@ -277,7 +325,7 @@ describe('Ledger', () => {
     const worker = `rec-${uid().slice(0, 6)}`;
     const seen: string[] = [];
     // Claim everything unknown (other tests may have left some): resolve only ours.
-    const done = await reconcileBatch(pool, worker, async (ctx) => {
+    const done = await reconcileBatch(recPool, worker, async (ctx) => {
       if (!ids.includes(ctx.operationId)) return undefined;
       seen.push(ctx.operationId);
       return ctx.operationId === ids[0]
@@ -288,7 +336,261 @@ describe('Ledger', () => {
     const byId = new Map(done.map((x) => [x.operation.operationId, x]));
     assert.equal(byId.get(ids[0])!.operation.status, 'succeeded');
     assert.equal(byId.get(ids[1])!.operation.status, 'failed');
+    assert.deepEqual([byId.get(ids[0])!.outcome, byId.get(ids[1])!.outcome], ['applied', 'failed']);
     assert.equal((await ledger.begin({ operationId: ids[0], tool: t, args: { id: ids[0] } })).decision, 'replay');
     assert.equal((await ledger.begin({ operationId: ids[1], tool: t, args: { id: ids[1] } })).decision, 'failed');
+  });
+});
+
+describe('never loses an outcome', () => {
+  for (const [what, make] of [
+    ['a BigInt', () => ({ ids: [1n, 2n] })],
+    ['a circular structure', () => { const r: Record<string, unknown> = { id: 1 }; r.self = r; return r; }],
+    ['a Set (JSON.stringify would silently store {})', () => ({ ids: new Set([1, 2]) })],
+  ] as const) {
+    it(`a result with ${what} ends unknown, and a retry with a reconcile hook reconciles it`, async () => {
+      const t = tool('email');
+      await admin.registerTool(t, 'non_idempotent_write');
+      const op = { operationId: uid(), tool: t, args: { to: 'a@example.com', template: 'welcome' } };
+      let sent = 0;
+      const send = async () => { sent++; return make() as unknown as JsonValue; };
+      await assert.rejects(executeOnce(pool, op, send), (e: unknown) => {
+        assert.ok(e instanceof OutcomeUnknownError);
+        assert.equal(e.stage, 'result');
+        assert.equal(e.recorded, true);
+        assert.ok(e.cause instanceof NotJsonSerializableError, String(e.cause));
+        return true;
+      });
+      assert.equal(await statusOf(op.operationId), 'unknown');
+      const stored = (await adminPool.query('SELECT error FROM opledger.operations WHERE operation_id = $1',
+        [op.operationId])).rows[0].error;
+      assert.equal(stored.stage, 'result');
+      const decisions: string[] = [];
+      const result = await executeOnce(pool, op, send, {
+        reconciler: recPool,
+        reconcile: async () => ({ outcome: 'applied', result: { ids: ['1', '2'] }, providerRef: 'msg-1' }),
+        onDecision: (d) => decisions.push(d.decision),
+      });
+      assert.deepEqual(result, { ids: ['1', '2'] });
+      assert.deepEqual(decisions, ['reconcile', 'replay']);
+      assert.equal(sent, 1);
+    });
+  }
+
+  it('an error from op_succeed marks the operation unknown', async () => {
+    const t = tool('ticket');
+    await admin.registerTool(t, 'non_idempotent_write');
+    const flaky: Queryable = {
+      query: (text, values) => (text.includes('op_succeed')
+        ? Promise.reject(Object.assign(new Error('Connection terminated unexpectedly'), { code: undefined }))
+        : pool.query(text, values)),
+    };
+    const op = { operationId: uid(), tool: t, args: { title: 'printer on fire' } };
+    await assert.rejects(executeOnce(flaky, op, async () => ({ ticket: 'T-9' })), (e: unknown) => {
+      assert.ok(e instanceof OutcomeUnknownError);
+      assert.equal(e.stage, 'report');
+      assert.equal(e.recorded, true);
+      return true;
+    });
+    assert.equal(await statusOf(op.operationId), 'unknown');
+  });
+
+  it('a lost connection ends unknown when the lease expires, and a retry reconciles it', async () => {
+    const t = tool('refund');
+    await admin.registerTool(t, 'non_idempotent_write');
+    const client = await connectAs(AGENT);
+    const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+    const op = { operationId: uid(), tool: t, args: { charge: 'ch_5', amount_cents: 100 }, lease: '1 second' };
+    let calls = 0;
+    const refund = async () => {
+      calls++;
+      await adminPool.query('SELECT pg_terminate_backend($1)', [pid]);
+      return { refund_id: 're_5' };
+    };
+    await assert.rejects(executeOnce(client, op, refund), (e: unknown) => {
+      assert.ok(e instanceof OutcomeUnknownError);
+      assert.equal(e.stage, 'report');
+      assert.equal(e.recorded, false);
+      assert.match(e.message, /lease expires/);
+      return true;
+    });
+    await client.end().catch(() => {});
+    const decisions: string[] = [];
+    const result = await executeOnce(pool, op, refund, {
+      reconciler: recPool, maxWaitMs: 10_000, onDecision: (d) => decisions.push(d.decision),
+      reconcile: async () => ({ outcome: 'applied', result: { refund_id: 're_5' }, providerRef: 're_5' }),
+    });
+    assert.deepEqual(result, { refund_id: 're_5' });
+    assert.equal(calls, 1);
+    assert.ok(decisions.includes('reconcile'), String(decisions));
+    assert.equal(decisions.at(-1), 'replay');
+  });
+});
+
+describe('every error says what to do next', () => {
+  const saysHowToReconcile = (e: Error & { nextStep?: string }, id: string) => {
+    for (const needle of ['reconcile hook', 'reconcileBatch', 'op_resolve', 'manual => true', id]) {
+      assert.ok(e.message.includes(needle), `${needle} missing in: ${e.message}`);
+    }
+    assert.ok(e.nextStep);
+  };
+
+  it('OutcomeUnknownError and ReconciliationRequiredError', async () => {
+    const t = tool('refund');
+    await admin.registerTool(t, 'non_idempotent_write');
+    const op = { operationId: uid(), tool: t, args: { n: 1 } };
+    const boom = async (): Promise<JsonValue> => { throw new Error('ETIMEDOUT'); };
+    await assert.rejects(executeOnce(pool, op, boom), (e: unknown) => {
+      assert.ok(e instanceof OutcomeUnknownError);
+      saysHowToReconcile(e, op.operationId);
+      return true;
+    });
+    await assert.rejects(executeOnce(pool, op, boom), (e: unknown) => {
+      assert.ok(e instanceof ReconciliationRequiredError);
+      saysHowToReconcile(e, op.operationId);
+      return true;
+    });
+  });
+
+  it('NeedsApprovalError names op_approve and the approver role', async () => {
+    const t = tool('wire');
+    await admin.registerTool(t, 'irreversible');
+    await assert.rejects(executeOnce(pool, { operationId: uid(), tool: t, args: { n: 1 } }, async () => ({})),
+      (e: unknown) => {
+        assert.ok(e instanceof NeedsApprovalError);
+        assert.match(e.message, /op_approve/);
+        assert.match(e.message, /opledger_approver/);
+        return true;
+      });
+  });
+
+  it('maxWaitMs waits that long, then shows retry_after and the lease owner', async () => {
+    const t = tool('deploy');
+    await admin.registerTool(t, 'non_idempotent_write'); // 5-minute lease
+    const id = uid();
+    const held = await ledger.begin({ operationId: id, tool: t, args: { release: 'v44' }, worker: 'worker-a' });
+    assert.equal(held.decision, 'execute');
+    const started = Date.now();
+    await assert.rejects(executeOnce(pool, { operationId: id, tool: t, args: { release: 'v44' }, worker: 'worker-b' },
+      async () => ({ deployed: true }), { maxWaitMs: 2000 }), (e: unknown) => {
+      assert.ok(e instanceof WaitTimeoutError);
+      const elapsed = Date.now() - started;
+      assert.ok(elapsed >= 1900 && elapsed < 4000, `waited ${elapsed} ms`);
+      assert.match(e.message, /still in_progress after 2000 ms/);
+      assert.match(e.message, /retry_after/);
+      assert.ok(e.retryAfter instanceof Date);
+      assert.ok(e.message.includes(e.retryAfter.toISOString()), e.message);
+      if (!roles || beginHasOwner) {
+        assert.equal(e.leaseOwner, 'worker-a');
+        assert.match(e.message, /worker 'worker-a'/);
+      } else {
+        assert.match(e.message, /owner not visible/);
+      }
+      return true;
+    });
+  });
+
+  it('an unknown effect or guarantee lists the valid values', async () => {
+    await assert.rejects(admin.registerTool(tool('x'), 'idempotent' as never),
+      /read_only, idempotent_write, non_idempotent_write, irreversible/);
+    await assert.rejects(admin.registerTool(tool('x'), 'read_only', { guarantee: 'exactly_once' as never }),
+      /provider_key/);
+  });
+
+  it('args must be a JSON object, not a JSON string', async () => {
+    await assert.rejects(ledger.begin({ operationId: uid(), tool: tool('x'), args: '{"to":"a@example.com"}' }),
+      /JSON\.stringify/);
+    await assert.rejects(ledger.begin({ operationId: uid(), tool: tool('x'), args: [1, 2] }), TypeError);
+  });
+
+  it('under the shipped roles the agent may not register tools, and in-call reconciling needs a reconciler', async (t) => {
+    if (!roles) { t.skip('opledger.create_roles() is not in this extension version'); return; }
+    await assert.rejects(ledger.registerTool(tool('x'), 'read_only'), (e: unknown) =>
+      (e as { code?: string }).code === '42501');
+    const tl = tool('refund');
+    await admin.registerTool(tl, 'non_idempotent_write');
+    const op = { operationId: uid(), tool: tl, args: { n: 3 } };
+    const boom = async (): Promise<JsonValue> => { throw new Error('ETIMEDOUT'); };
+    await assert.rejects(executeOnce(pool, op, boom), OutcomeUnknownError);
+    await assert.rejects(executeOnce(pool, op, boom, { reconcile: async () => ({ outcome: 'not_applied' }) }),
+      (e: unknown) => e instanceof ReconciliationRequiredError && /options\.reconciler/.test(e.message));
+  });
+});
+
+describe('types', () => {
+  it('ctx.args has the type of op.args', async () => {
+    const t = tool('refund');
+    await admin.registerTool(t, 'non_idempotent_write');
+    interface RefundArgs { charge: string; amount_cents: number }   // an interface, not only a type literal
+    const args: RefundArgs = { charge: 'ch_3', amount_cents: 300 };
+    const out = await executeOnce(pool, { operationId: uid(), tool: t, args }, async (ctx) => {
+      const cents: number = ctx.args.amount_cents;            // compile-time: typed, no cast
+      return { refunded: cents, charge: ctx.args.charge.toUpperCase() };
+    });
+    const refunded: number = out.refunded;
+    assert.equal(refunded, 300);
+  });
+});
+
+describe('idempotentTool (framework tool objects)', () => {
+  it('wraps a Vercel AI SDK-shaped tool: { description, inputSchema, execute(input, { toolCallId }) }', async () => {
+    const t = tool('refund');
+    await admin.registerTool(t, 'non_idempotent_write');
+    const provider = new FakeProvider();
+    const conversation = uid();
+    // A local stand-in of the shape tool() returns (no dependency on the SDK).
+    const refundTool = {
+      description: 'Refund a charge',
+      inputSchema: { type: 'object', properties: { charge: { type: 'string' }, amount_cents: { type: 'number' } } },
+      execute: async (input: { charge: string; amount_cents: number }, options: { toolCallId: string; messages: unknown[] }) => {
+        const key = currentOperation()!.operationId;
+        assert.ok(options.toolCallId.startsWith('call_'));
+        return { ...(await provider.call({ operationId: key })), amount_cents: input.amount_cents };
+      },
+    };
+    const safe = idempotentTool(pool, t, refundTool, {
+      operationId: (input) => ledger.deriveOperationId('ts-test/vercel', { conversation, charge: input.charge }),
+      conversationId: () => conversation,
+    });
+    assert.equal(safe.description, 'Refund a charge');
+    assert.equal(safe.inputSchema, refundTool.inputSchema);
+    const a = await safe.execute({ charge: 'ch_1', amount_cents: 500 }, { toolCallId: 'call_1', messages: [] });
+    const b = await safe.execute({ charge: 'ch_1', amount_cents: 500 }, { toolCallId: 'call_2', messages: [] });
+    assert.deepEqual(b, a);
+    assert.equal(a.amount_cents, 500);
+    assert.equal([...provider.effects.values()].reduce((x, y) => x + y, 0), 1);
+    await assert.rejects(safe.execute({ charge: 'ch_1', amount_cents: 900 }, { toolCallId: 'call_3', messages: [] }),
+      ArgumentMismatchError);
+  });
+
+  it('wraps an OpenAI Agents SDK-shaped tool: { name, description, parameters, execute(input, runContext, details) }', async () => {
+    const t = tool('email');
+    await admin.registerTool(t, 'non_idempotent_write');
+    let sent = 0;
+    const sendEmail = {
+      name: 'send_email',
+      description: 'Send an email',
+      parameters: { type: 'object', properties: { to: { type: 'string' } }, required: ['to'], additionalProperties: false },
+      strict: true,
+      execute: async (input: { to: string }, _runContext?: { context: { step: number } },
+        _details?: { toolCall?: { callId?: string } }) => {
+        sent++;
+        return `sent to ${input.to} with key ${currentOperation()!.operationId}`;
+      },
+    };
+    const conversation = uid();
+    const safe = idempotentTool(pool, t, sendEmail, {
+      operationId: (input, runContext) => ledger.deriveOperationId('ts-test/openai',
+        { conversation, step: runContext?.context.step ?? 0, to: input.to }),
+    });
+    assert.equal(safe.name, 'send_email');
+    assert.equal(safe.strict, true);
+    const first = await safe.execute({ to: 'a@example.com' }, { context: { step: 1 } }, { toolCall: { callId: 'c1' } });
+    const again = await safe.execute({ to: 'a@example.com' }, { context: { step: 1 } }, { toolCall: { callId: 'c2' } });
+    assert.equal(again, first);
+    assert.match(first, /^sent to a@example.com with key [0-9a-f-]{36}$/);
+    assert.equal(sent, 1);
+    await safe.execute({ to: 'a@example.com' }, { context: { step: 2 } });   // another step: another operation
+    assert.equal(sent, 2);
   });
 });

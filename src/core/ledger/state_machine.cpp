@@ -139,12 +139,22 @@ void start_attempt(Builder& b, const Policy& policy, const BeginCall& call, Micr
     b.metrics().executions += 1;
 }
 
+// Whether the operation holds an approval for its next attempt.
+bool approved_for_next(const OperationState& s) noexcept {
+    return s.approval_attempt && *s.approval_attempt == s.attempt + 1;
+}
+
 // Waits out a retry time, or starts an attempt.
 void retry_or_wait(Builder& b, const Policy& policy, const BeginCall& call, Micros now, Decision& decision) {
-    const OperationState& s = b.state();
+    OperationState& s = b.state();
     if (s.retry_after && now < *s.retry_after) {
         decision = Decision::retry_later;
         b.transition().retry_after = s.retry_after;
+    } else if (policy.effect == Effect::irreversible && !approved_for_next(s)) {
+        // One approval allows one execution: another try needs a new approval.
+        s.status = Status::awaiting_approval;
+        s.retry_after.reset();
+        decision = Decision::needs_approval;
     } else {
         decision = Decision::execute;
         start_attempt(b, policy, call, now);
@@ -200,6 +210,7 @@ Metrics& Metrics::operator+=(const Metrics& other) noexcept {
     begins += other.begins;
     executions += other.executions;
     duplicates_prevented += other.duplicates_prevented;
+    non_execute_answers += other.non_execute_answers;
     successes += other.successes;
     failures += other.failures;
     retries += other.retries;
@@ -218,6 +229,8 @@ const char* payload_constant(Payload payload) noexcept {
             return "{\"reason\":\"lease_expired\"}";
         case Payload::lease_expired_exhausted:
             return "{\"reason\":\"lease_expired\",\"attempts_exhausted\":true}";
+        case Payload::approval_rejected:
+            return "{\"reason\":\"approval_rejected\"}";
         case Payload::keep:
         case Payload::clear:
         case Payload::from_call:
@@ -247,7 +260,7 @@ Transition begin_new(const Policy& policy, const BeginCall& call, Micros now) {
     Transition& t = b.transition();
     if (needs_approval) {
         t.decision = Decision::needs_approval;
-        b.metrics().duplicates_prevented = 1;
+        b.metrics().non_execute_answers = 1;
     } else {
         // start_attempt from attempt 0, without its status change (the row is new).
         OperationState& a = b.state();
@@ -296,7 +309,15 @@ Verdict begin_existing(const OperationState& state, const Policy& policy, const 
             decision = Decision::failed;
             break;
         case Status::awaiting_approval:
-            if (!s.approved_at) {
+            if (s.attempt >= policy.max_attempts) {
+                // Waiting for a re-approval when max_attempts was lowered to what ran:
+                // no attempt is left, so an approval given meanwhile allows nothing.
+                b.become_failed(now);
+                s.approval_attempt.reset();
+                add_bool(b.transition().events.back(), "attempts_exhausted", true);
+                add_number(b.transition().events.back(), "max_attempts", policy.max_attempts);
+                decision = Decision::failed;
+            } else if (!approved_for_next(s)) {
                 decision = Decision::needs_approval;
             } else {
                 decision = Decision::execute;
@@ -327,7 +348,9 @@ Verdict begin_existing(const OperationState& state, const Policy& policy, const 
             }
             break;
     }
-    if (decision != Decision::execute) b.metrics().duplicates_prevented += 1;
+    if (decision != Decision::execute) b.metrics().non_execute_answers += 1;
+    if (decision == Decision::replay || decision == Decision::in_progress || decision == Decision::failed)
+        b.metrics().duplicates_prevented += 1;
     Transition& t = b.transition();
     t.decision = decision;
     t.events.back().decision = decision_name(decision);
@@ -341,8 +364,17 @@ Verdict succeed(const OperationState& state, const Policy&, const SucceedCall& c
                        "op_succeed: attempt " + std::to_string(*call.attempt) + " never started",
                        "The operation is at attempt " + std::to_string(state.attempt) + ".",
                        "Report the attempt number that op_begin answered with."};
-    if (state.status == Status::awaiting_approval || state.status == Status::failed)
+    // An operation awaiting a re-approval has run before (attempt >= 1): a success
+    // of an earlier attempt is a late success, recorded like any other.
+    const bool ran_before = state.status == Status::retryable ||
+                            (state.status == Status::awaiting_approval && state.attempt >= 1);
+    if ((state.status == Status::awaiting_approval && !ran_before) || state.status == Status::failed)
         return wrong_state("op_succeed", state, "pending, unknown or retryable (or already succeeded)");
+    if (ran_before && !call.attempt)
+        return Refusal{RefusalCode::attempt_not_started,
+                       "op_succeed: a success of an operation with no running attempt must name its attempt",
+                       "No attempt is running; a late success names the earlier attempt it reports.",
+                       "Pass attempt => the number op_begin answered with."};
 
     const int reported = call.attempt.value_or(state.attempt);
     Builder b(state, true);
@@ -350,8 +382,15 @@ Verdict succeed(const OperationState& state, const Policy&, const SucceedCall& c
     Transition& t = b.transition();
     if (s.status == Status::succeeded) {
         const bool same_ref = !call.provider_ref || !s.provider_ref || *call.provider_ref == *s.provider_ref;
+        // The outcome of the attempt a reconciler already resolved as applied: the
+        // report of that same effect, arriving late (its result may be worded
+        // otherwise than the provider's answer to the lookup), not a second effect.
+        const bool confirms_resolution = s.resolution && *s.resolution == "applied" && reported == s.attempt;
         if (same_ref && call.same_result) {
             Event& e = b.event("succeed_repeat");  // a no-op, kept in the audit trail
+            add_number(e, "reported_attempt", reported);
+        } else if (same_ref && confirms_resolution) {
+            Event& e = b.event("succeed_after_resolution");  // kept, not counted as a duplicate
             add_number(e, "reported_attempt", reported);
         } else {
             // A second, different success: the effect happened twice. Never lost.
@@ -372,8 +411,11 @@ Verdict succeed(const OperationState& state, const Policy&, const SucceedCall& c
             s.resolved_at = now;
             s.resolution = "late_success";
             s.resolved_by.reset();
+            s.resolved_role.reset();
             b.metrics().resolutions += 1;
         }
+        // A re-approval given meanwhile allows nothing now: the effect happened.
+        if (s.status == Status::awaiting_approval) s.approval_attempt.reset();
         s.status = Status::succeeded;
         t.result = Payload::from_call;
         t.error = Payload::clear;
@@ -464,6 +506,7 @@ Verdict resolve(const OperationState& state, const Policy& policy, const Resolve
     if (call.manual) b.metrics().manual_interventions += 1;
     s.resolved_at = now;
     s.resolved_by = call.resolver;
+    s.resolved_role = call.role;
     s.resolution = outcome_name(call.outcome);
     s.claim_owner.reset();
     s.claim_expires_at.reset();
@@ -492,7 +535,7 @@ Verdict resolve(const OperationState& state, const Policy& policy, const Resolve
 
 Verdict approve(const OperationState& state, const ApproveCall& call, Micros now) {
     if (state.status != Status::awaiting_approval) return wrong_state("op_approve", state, "awaiting_approval");
-    if (state.approved_at)
+    if (approved_for_next(state))
         return Refusal{RefusalCode::already_approved, "op_approve: the operation is already approved",
                        "The next op_begin executes it.", ""};
     Builder b(state, true);
@@ -502,7 +545,23 @@ Verdict approve(const OperationState& state, const ApproveCall& call, Micros now
     if (call.note) add_text(e, "note", *call.note);
     s.approved_by = call.approver;
     s.approved_at = now;
+    s.approval_attempt = s.attempt + 1;
+    s.approved_role = call.role;
     s.approval_note = call.note;
+    b.metrics().manual_interventions += 1;
+    return b.finish();
+}
+
+Verdict reject(const OperationState& state, const ApproveCall& call, Micros now) {
+    if (state.status != Status::awaiting_approval) return wrong_state("op_reject", state, "awaiting_approval");
+    Builder b(state, true);
+    OperationState& s = b.state();
+    Event& e = b.event("reject");
+    e.worker_from_call = true;  // the approver who declined
+    if (call.note) add_text(e, "note", *call.note);
+    s.approval_attempt.reset();
+    b.become_failed(now);
+    b.transition().error = Payload::approval_rejected;
     b.metrics().manual_interventions += 1;
     return b.finish();
 }

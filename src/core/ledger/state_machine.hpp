@@ -72,6 +72,11 @@ struct OperationState {
     std::optional<std::string> approved_by;
     std::optional<Micros> approved_at;
     std::optional<std::string> approval_note;
+    // The attempt an approval allows (irreversible tools): one approval, one
+    // execution. op_approve sets it to attempt + 1; an execution uses it up.
+    std::optional<int> approval_attempt;
+    std::optional<std::string> approved_role;  // the database role that approved
+    std::optional<std::string> resolved_role;  // the database role that resolved
     std::optional<Micros> unknown_since;
     std::optional<Micros> resolved_at;
     std::optional<std::string> resolved_by;
@@ -93,6 +98,7 @@ enum class Payload : std::uint8_t {
     from_call,                // the result / error this call passed (may be SQL NULL)
     lease_expired,            // {"reason": "lease_expired"}
     lease_expired_exhausted,  // {"reason": "lease_expired", "attempts_exhausted": true}
+    approval_rejected,        // {"reason": "approval_rejected"}
 };
 
 // The JSON text of a constant payload (lease_expired, lease_expired_exhausted);
@@ -124,7 +130,10 @@ struct Event {
 struct Metrics {
     long long begins = 0;                // op_begin calls
     long long executions = 0;            // op_begin answered execute (attempts started)
-    long long duplicates_prevented = 0;  // op_begin answered anything else
+    // op_begin answered replay, in_progress or failed: an execution that did not
+    // happen again. Not reconcile, retry_later or needs_approval: those ask the caller
+    // to act first, and its next op_begin is counted (one retry counts once).
+    long long duplicates_prevented = 0;
     long long successes = 0;             // transitions into succeeded
     long long failures = 0;              // transitions into failed
     long long retries = 0;               // transitions into retryable
@@ -134,6 +143,7 @@ struct Metrics {
     long long manual_interventions = 0;  // approvals and manual resolutions
     long long resolutions = 0;           // unknown left by op_resolve or a late success
     std::array<long long, kStatusCount> in_status{};  // operations entering (+1) / leaving (-1) each status
+    long long non_execute_answers = 0;   // op_begin answered anything but execute
 
     Metrics& operator+=(const Metrics& other) noexcept;
 };
@@ -187,6 +197,7 @@ struct BeginCall {
 
 struct SucceedCall {
     std::optional<int> attempt;  // fencing token; an older attempt is a late success
+                                 // (required on a retryable operation: a late success names its attempt)
     std::optional<std::string> provider_ref;
     // Only read when the operation already succeeded: the call's result equals the
     // stored one (jsonb equality, SQL NULL equal only to SQL NULL).
@@ -216,11 +227,13 @@ struct ResolveCall {
     std::optional<std::string> resolver;
     bool manual = false;
     bool has_result = false;  // failed: the result is stored as the error when given
+    std::optional<std::string> role;  // the calling database role
 };
 
 struct ApproveCall {
     std::string approver;
     std::optional<std::string> note;
+    std::optional<std::string> role;  // the calling database role
 };
 
 struct ClaimCall {
@@ -238,6 +251,9 @@ Verdict fail(const OperationState& state, const Policy& policy, const FailCall& 
 Verdict mark_unknown(const OperationState& state, const Policy& policy, const MarkUnknownCall& call, Micros now);
 Verdict resolve(const OperationState& state, const Policy& policy, const ResolveCall& call, Micros now);
 Verdict approve(const OperationState& state, const ApproveCall& call, Micros now);
+// op_reject: a person declines an operation awaiting approval; it ends failed (no
+// effect happened since its last attempt, if any, came back without one).
+Verdict reject(const OperationState& state, const ApproveCall& call, Micros now);
 
 // Whether a pending operation's lease ran out at now.
 bool lease_expired(const OperationState& state, Micros now) noexcept;

@@ -6,6 +6,7 @@
 #include "pg/ledger/ledger_gucs.hpp"
 
 extern "C" {
+#include "access/detoast.h"
 #include "utils/jsonb.h"
 }
 
@@ -34,20 +35,42 @@ void require_not_null(FunctionCallInfo fcinfo, int argno, const char* function, 
         throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(function) + ": " + name + " must not be null");
 }
 
-std::string name_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
+namespace {
+
+// The length check reads the (possibly compressed) value's size first, so an
+// oversized argument is refused without being copied.
+void check_length(Datum value, const char* function, const char* name, std::size_t max_bytes) {
+    const std::size_t raw = toast_raw_datum_size(value) - VARHDRSZ;
+    if (raw <= max_bytes) return;
+    invalid_parameter(std::string(function) + ": " + name + " is too long",
+                      "It has " + std::to_string(raw) + " bytes; the limit is " + std::to_string(max_bytes) + ".");
+}
+
+}  // namespace
+
+std::string name_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name,
+                     std::size_t max_bytes) {
     require_not_null(fcinfo, argno, function, name);
+    check_length(PG_GETARG_DATUM(argno), function, name, max_bytes);
     const std::string value = text_to_string(PG_GETARG_DATUM(argno));
     if (value.empty()) invalid_parameter(std::string(function) + ": " + name + " must not be empty");
-    if (value.size() > kMaxNameBytes)
-        invalid_parameter(std::string(function) + ": " + name + " is too long",
-                          "It has " + std::to_string(value.size()) + " bytes; the limit is " +
-                              std::to_string(kMaxNameBytes) + ".");
     return value;
 }
 
-TextArg optional_text_arg(FunctionCallInfo fcinfo, int argno) {
+TextArg optional_text_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name,
+                          std::size_t max_bytes) {
     if (PG_ARGISNULL(argno)) return TextArg{};
+    check_length(PG_GETARG_DATUM(argno), function, name, max_bytes);
     return TextArg{Value::of(PG_GETARG_DATUM(argno)), text_to_string(PG_GETARG_DATUM(argno))};
+}
+
+int64_t lease_arg(FunctionCallInfo fcinfo, int argno, const char* function) {
+    require_not_null(fcinfo, argno, function, "lease");
+    const int64_t lease = interval_us(PG_GETARG_INTERVAL_P(argno));
+    if (lease <= 0 || lease > kMaxLeaseUs)
+        invalid_parameter(std::string(function) + ": lease must be positive and at most 7 days",
+                          "A lease is how long an attempt or a claim may run before it is presumed lost.");
+    return lease;
 }
 
 std::optional<int> attempt_arg(FunctionCallInfo fcinfo, int argno, const char* function) {
@@ -58,11 +81,12 @@ std::optional<int> attempt_arg(FunctionCallInfo fcinfo, int argno, const char* f
     return attempt;
 }
 
-int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
+int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name, int max) {
     require_not_null(fcinfo, argno, function, name);
     const int value = PG_GETARG_INT32(argno);
-    if (value <= 0)
-        invalid_parameter(std::string(function) + ": " + name + " must be positive, not " + std::to_string(value));
+    if (value <= 0 || value > max)
+        invalid_parameter(std::string(function) + ": " + name + " must be between 1 and " + std::to_string(max) +
+                          ", not " + std::to_string(value));
     return value;
 }
 

@@ -14,7 +14,19 @@ namespace opledger::pg::ledger {
 inline constexpr int kOL001 = MAKE_SQLSTATE('O', 'L', '0', '0', '1');
 inline constexpr int kOL002 = MAKE_SQLSTATE('O', 'L', '0', '0', '2');
 inline constexpr int kOL003 = MAKE_SQLSTATE('O', 'L', '0', '0', '3');
-inline constexpr std::size_t kMaxNameBytes = 1024;
+// Bounds of the text arguments (docs/security.md): each keeps every index entry
+// that holds it far below PostgreSQL's limit of about 2.7 kB, so no value can make a
+// write fail for reasons of size or stop op_sweep.
+inline constexpr std::size_t kMaxOperationIdBytes = 1024;
+inline constexpr std::size_t kMaxToolBytes = 256;
+inline constexpr std::size_t kMaxConversationIdBytes = 1024;
+inline constexpr std::size_t kMaxWorkerBytes = 256;  // worker, resolver, approver
+inline constexpr std::size_t kMaxProviderRefBytes = 512;
+inline constexpr std::size_t kMaxNoteBytes = 4096;
+// Leases (op_begin's and the reconcilers' claims) and the limits of housekeeping.
+inline constexpr int64_t kMaxLeaseUs = 7LL * 24 * 3600 * 1000000;
+inline constexpr int kMaxSweepRows = 100000;
+inline constexpr int kMaxClaimRows = 1000;
 
 [[noreturn]] void invalid_parameter(const std::string& message, const std::string& detail = {},
                                     const std::string& hint = {});
@@ -25,19 +37,23 @@ inline constexpr std::size_t kMaxNameBytes = 1024;
 [[noreturn]] void raise_no_operation(const char* function);
 
 void require_not_null(FunctionCallInfo fcinfo, int argno, const char* function, const char* name);
-// A required, non-empty name argument of at most kMaxNameBytes (operation_id, tool,
+// A required, non-empty name argument of at most max_bytes (operation_id, tool,
 // worker, approver).
-std::string name_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name);
-// An optional text argument: the Datum and its bytes.
+std::string name_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name,
+                     std::size_t max_bytes);
+// An optional text argument of at most max_bytes: the Datum and its bytes.
 struct TextArg {
     Value datum;
     std::optional<std::string> text;
 };
-TextArg optional_text_arg(FunctionCallInfo fcinfo, int argno);
+TextArg optional_text_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name,
+                          std::size_t max_bytes);
 // An optional attempt (fencing token); must be positive when given.
 std::optional<int> attempt_arg(FunctionCallInfo fcinfo, int argno, const char* function);
-// A positive integer argument (max_rows).
-int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name);
+// A positive integer argument of at most max (max_rows).
+int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* function, const char* name, int max);
+// A lease: positive and at most kMaxLeaseUs.
+int64_t lease_arg(FunctionCallInfo fcinfo, int argno, const char* function);
 // An interval as microseconds (months count as 30 days; saturates).
 int64_t interval_us(const Interval* span);
 // A detoasted jsonb argument, checked against opledger.max_payload_bytes.

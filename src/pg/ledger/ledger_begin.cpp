@@ -2,12 +2,14 @@
 //
 // A new ID is inserted with the state machine's begin_new transition (INSERT ... ON
 // CONFLICT DO NOTHING, so two sessions racing on one ID both get a consistent answer:
-// the loser finds the winner's row). An existing operation in a final state is
-// answered from an unlocked read: final states never change, so replays of a hot ID
-// do not queue on its row lock. Every other operation is locked (FOR UPDATE) and
-// decided by begin_existing under the lock.
+// the loser finds the winner's row), for the caller's tenant. An existing operation
+// is locked (FOR UPDATE: even a replay appends an event, whose seq comes from the
+// row), checked to be of the caller's tenant (42501 otherwise, before its arguments
+// are compared, so another tenant's IDs are no oracle), and decided by
+// begin_existing under the lock.
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/jcs.hpp"
@@ -15,9 +17,11 @@
 #include "pg/boundary.hpp"
 #include "pg/jsonb_reader.hpp"
 #include "pg/ledger/ledger_args.hpp"
+#include "pg/ledger/ledger_caller.hpp"
 #include "pg/ledger/ledger_policy.hpp"
 #include "pg/ledger/ledger_results.hpp"
 #include "pg/ledger/ledger_store.hpp"
+#include "pg/security/reuse_monitor.hpp"
 
 extern "C" {
 #include "utils/jsonb.h"
@@ -52,7 +56,8 @@ std::string hex(std::string_view bytes) {
 // ever looked at or shown) and both fingerprints. Also written to the server log,
 // since the error rolls back with the caller's statement and leaves no event.
 [[noreturn]] void raise_reuse(const core::ledger::Refusal& refusal, const OperationRow& row, const Fingerprinter& fp,
-                              const core::Document& doc, const std::string& given_alg, const std::string& given_hash) {
+                              const core::Document& doc, const std::string& given_alg, const std::string& given_hash,
+                              const Caller& caller) {
     std::string detail;
     if (refusal.code == core::ledger::RefusalCode::reuse_other_args) {
         if (row.args.null) {
@@ -83,20 +88,27 @@ std::string hex(std::string_view bytes) {
     }
     detail += std::string(detail.empty() ? "" : " ") + "Stored fingerprint " + row.fingerprint_alg + ":" +
               hex(row.args_hash) + ", this call's " + given_alg + ":" + hex(given_hash) + ".";
+    // The log line never carries the statement or its context: both can hold the
+    // call's literal arguments, the very secret a guessing caller is trying.
     const std::string log_line = refusal.message + ": " + detail;
     const char* log_text = log_line.c_str();
-    pg_call([&] { ereport(LOG, (errmsg("opledger: %s", log_text))); });
+    pg_call([&] { ereport(LOG, (errmsg("opledger: %s", log_text), errhidestmt(true), errhidecontext(true))); });
+    // Counted where the caller's rollback cannot undo it (opledger.rejected_reuses).
+    const std::string operation_id = text_to_string(row.operation_id.datum);
+    reuse_monitor_record(row.tenant.c_str(), row.tool.c_str(), operation_id.c_str(), caller.role);
     raise_refusal(refusal, detail);
 }
 
 // op_begin's work inside one SPI connection.
 class Begin {
 public:
-    Begin(const BeginArgs& args, const ToolPolicy& policy, const core::Document& doc, core::ledger::Micros now)
-        : args_(args), policy_(policy), fp_(policy), doc_(doc), now_(now) {
+    Begin(const BeginArgs& args, const ToolPolicy& policy, const core::Document& doc, const Caller& caller,
+          core::ledger::Micros now)
+        : args_(args), policy_(policy), fp_(policy), doc_(doc), caller_(caller), now_(now) {
         call_.worker = args.worker.text;
         call_.lease = args.lease_us;
         values_.actor = args.worker.datum;
+        values_.role = Value::of(string_to_text(caller.role_name));
     }
 
     // Answers the call; returns op_begin's result row.
@@ -127,6 +139,8 @@ private:
         row.args = Value::of(json_text_to_jsonb(fp_.stored_text(doc_).c_str()));
         row.fingerprint_alg = fp_.default_alg();
         row.args_hash = fingerprint(row.fingerprint_alg);
+        row.tenant = caller_.all_tenants ? std::string() : caller_.tenant;
+        row.created_role = caller_.role_name;
         const core::ledger::Transition t = core::ledger::begin_new(policy_.rules, call_, now_);
         std::optional<OperationRow> inserted = insert_operation(row, t, now_);
         if (!inserted) {
@@ -139,24 +153,18 @@ private:
     }
 
     std::optional<Datum> decide_existing(TupleDesc desc) {
-        std::optional<OperationRow> row = fetch_operation(PlanId::read_operation, args_.operation_id.datum);
+        std::optional<OperationRow> row =
+            fetch_operation(PlanId::lock_operation_reserving_seq, args_.operation_id.datum);
         if (!row) return std::nullopt;
-        bool locked = false;
-        if (!core::ledger::is_final(row->state.status)) {
-            row = fetch_operation(PlanId::lock_operation, args_.operation_id.datum);
-            if (!row) return std::nullopt;
-            locked = true;
-        }
+        require_tenant(caller_, row->tenant, "op_begin");  // (an error undoes the reserved seq too)
         call_.same_tool = row->tool == args_.tool;
         std::string given_alg = call_.same_tool ? row->fingerprint_alg : std::string(fp_.default_alg());
         const std::string given_hash = fingerprint(given_alg);
         call_.same_fingerprint = given_hash == row->args_hash;
         core::ledger::Verdict verdict = core::ledger::begin_existing(row->state, policy_.rules, call_, now_);
         if (auto* refusal = std::get_if<core::ledger::Refusal>(&verdict))
-            raise_reuse(*refusal, *row, fp_, doc_, given_alg, given_hash);
+            raise_reuse(*refusal, *row, fp_, doc_, given_alg, given_hash, caller_);
         const core::ledger::Transition& t = std::get<core::ledger::Transition>(verdict);
-        if (t.row_changed && !locked)
-            throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: op_begin would change an operation it did not lock");
         store(*row, t, values_, now_);
         return begin_result(desc, *row, *t.decision, t.retry_after);
     }
@@ -174,36 +182,57 @@ private:
     const ToolPolicy& policy_;
     const Fingerprinter fp_;
     const core::Document& doc_;
+    const Caller& caller_;
     const core::ledger::Micros now_;
     core::ledger::BeginCall call_;
     CallValues values_;
     std::string hash_alg_, hash_;
 };
 
+// A NOTICE the first time a session uses a tool that was never registered (a typo
+// such as "emial.send" would otherwise run silently under the default policy). Tool
+// names are identifiers, not argument values, so naming one is safe. Kept per
+// backend, for at most kMaxNoticedTools names.
+void notice_unregistered(const std::string& tool) {
+    static std::unordered_set<std::string> noticed;
+    constexpr std::size_t kMaxNoticedTools = 1024;
+    if (noticed.count(tool) != 0 || noticed.size() >= kMaxNoticedTools) return;
+    noticed.insert(tool);
+    const char* name = tool.c_str();
+    pg_call([&] {
+        ereport(NOTICE, (errmsg("opledger: tool \"%s\" is not registered", name),
+                         errdetail("op_begin treats it as non_idempotent_write with the default policy "
+                                   "(5 attempts, 5-minute lease, backoff from 1 second to 5 minutes)."),
+                         errhint("If that is not what it is, an admin registers it with opledger.register_tool "
+                                 "(for example in a migration); opledger.require_registered_tools = on refuses "
+                                 "unregistered tools.")));
+    });
+}
+
 Datum op_begin(FunctionCallInfo fcinfo) {
     BeginArgs args;
-    name_arg(fcinfo, 0, "op_begin", "operation_id");
+    name_arg(fcinfo, 0, "op_begin", "operation_id", kMaxOperationIdBytes);
     args.operation_id = Value::of(PG_GETARG_DATUM(0));
-    args.tool = name_arg(fcinfo, 1, "op_begin", "tool");
+    args.tool = name_arg(fcinfo, 1, "op_begin", "tool", kMaxToolBytes);
     args.tool_datum = Value::of(PG_GETARG_DATUM(1));
     require_not_null(fcinfo, 2, "op_begin", "args");
     args.args = DatumGetJsonbP(jsonb_arg(fcinfo, 2, "op_begin", "args").datum);
-    args.conversation_id = optional_text_arg(fcinfo, 3).datum;
-    args.worker = optional_text_arg(fcinfo, 4);
-    if (!PG_ARGISNULL(5)) {
-        const int64_t lease = interval_us(PG_GETARG_INTERVAL_P(5));
-        if (lease <= 0)
-            invalid_parameter("op_begin: lease must be positive",
-                              "A lease is how long this attempt may run before it is presumed lost.");
-        args.lease_us = lease;
-    }
+    if (!JB_ROOT_IS_OBJECT(args.args))
+        invalid_parameter("op_begin: args must be a JSON object",
+                          "A tool call's arguments are an object of named parameters.",
+                          "Pass the arguments themselves (jsonb), not a JSON string or array holding them.");
+    args.conversation_id = optional_text_arg(fcinfo, 3, "op_begin", "conversation_id", kMaxConversationIdBytes).datum;
+    args.worker = optional_text_arg(fcinfo, 4, "op_begin", "worker", kMaxWorkerBytes);
+    if (!PG_ARGISNULL(5)) args.lease_us = lease_arg(fcinfo, 5, "op_begin");
     const core::Document doc = document_from_jsonb(args.args, json_parse_limits());
     const TupleDesc desc = result_descriptor(fcinfo);
     const core::ledger::Micros now = GetCurrentTimestamp();
 
     SpiConnection spi;
-    const ToolPolicy policy = policy_for(args.tool_datum.datum, args.tool, true);
-    Begin begin(args, policy, doc, now);
+    const Caller caller = current_caller();
+    const ToolPolicy policy = policy_for(args.tool_datum.datum, true);
+    if (!policy.rules.registered) notice_unregistered(args.tool);
+    Begin begin(args, policy, doc, caller, now);
     const Datum result = begin.run(desc);
     spi.finish();
     return result;

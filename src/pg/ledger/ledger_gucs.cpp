@@ -15,6 +15,8 @@ namespace opledger::pg {
 bool ledger_require_registered_tools = false;
 bool ledger_notify = false;
 int ledger_max_payload_bytes = 1024 * 1024;
+bool ledger_require_attempt = false;
+bool ledger_cluster_metrics = false;
 
 void define_ledger_gucs() {
     // SUSET: a policy of the database's operators, not of the agents calling op_begin.
@@ -29,7 +31,8 @@ void define_ledger_gucs() {
     DefineCustomBoolVariable(
         "opledger.notify",
         "Sends NOTIFY opledger on every transition of an operation out of pending.",
-        "The payload is a JSON object with operation_id and the new status; notifications "
+        "The payload is a JSON object with a token (opledger.notify_token of the operation ID) "
+        "and the new status; notifications "
         "are delivered at commit, like every NOTIFY.",
         &ledger_notify, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 
@@ -42,6 +45,23 @@ void define_ledger_gucs() {
         "with SQLSTATE 54000 and change nothing.",
         &ledger_max_payload_bytes, 1024 * 1024, 1024, INT_MAX, PGC_SUSET, GUC_UNIT_BYTE,
         nullptr, nullptr, nullptr);
+
+    // SUSET: fencing that the agent it fences could switch off would fence nothing.
+    DefineCustomBoolVariable(
+        "opledger.require_attempt",
+        "Makes attempt mandatory on op_succeed, op_fail and op_mark_unknown.",
+        "When on, a report without attempt raises SQLSTATE 22004, so a caller can only end "
+        "the attempt whose number op_begin gave it.",
+        &ledger_require_attempt, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+
+    // USERSET: it only decides what a reader of the views sees (read by
+    // opledger._counts in SQL; the variable is here so that the setting exists).
+    DefineCustomBoolVariable(
+        "opledger.cluster_metrics",
+        "Makes the metrics views add up the counts of every node of a Citus cluster.",
+        "Each node counts the calls it ran in its own counters tables. When on, and Citus's "
+        "run_command_on_all_nodes exists, opledger.metrics and opledger.tool_stats sum every node's.",
+        &ledger_cluster_metrics, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
 }
 
 }  // namespace opledger::pg

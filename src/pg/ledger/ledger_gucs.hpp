@@ -10,6 +10,11 @@ extern bool ledger_notify;
 // opledger.max_payload_bytes: largest args / result / error jsonb accepted.
 extern int ledger_max_payload_bytes;
 
+// opledger.require_attempt: op_succeed, op_fail and op_mark_unknown need attempt.
+extern bool ledger_require_attempt;
+// opledger.cluster_metrics: the metrics views add up every node's counts (Citus).
+extern bool ledger_cluster_metrics;
+
 void define_ledger_gucs();
 
 }  // namespace opledger::pg

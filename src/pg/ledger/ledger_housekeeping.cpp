@@ -2,6 +2,7 @@
 // helpers of register_tool (_check_pointers, _random_secret).
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "core/ledger/state_machine.hpp"
 #include "pg/boundary.hpp"
 #include "pg/ledger/ledger_args.hpp"
+#include "pg/ledger/ledger_caller.hpp"
 #include "pg/ledger/ledger_policy.hpp"
 #include "pg/ledger/ledger_results.hpp"
 #include "pg/ledger/ledger_store.hpp"
@@ -25,33 +27,78 @@ namespace {
 
 namespace sm = opledger::core::ledger;
 
-// The operations a candidates statement returned (FOR UPDATE SKIP LOCKED: this
-// call holds their locks), read before the first write replaces SPI_tuptable.
-std::vector<OperationRow> locked_candidates(PlanId plan, sm::Micros now, int max_rows) {
-    Datum values[2] = {TimestampTzGetDatum(now), Int32GetDatum(max_rows)};
-    execute(plan, values, nullptr, 0);
-    SPITupleTable* table = SPI_tuptable;
-    std::vector<OperationRow> rows;
-    rows.reserve(SPI_processed);
-    for (uint64 i = 0; i < SPI_processed; ++i) rows.push_back(read_operation(table, i));
-    return rows;
-}
+// Candidates are read without locks, a page at a time in key order (an index scan
+// that runs shard by shard when the ledger is distributed). Each is then locked alone
+// by its ID (SKIP LOCKED: a row another transaction holds waits for the next run) and
+// checked again under the lock: the page's snapshot may predate a transition that
+// committed since. One operation per statement is what a distributed ledger can run on
+// any node; paging on past the rows another session holds keeps two sweepers or
+// reconcilers from stalling each other.
+class Candidates {
+public:
+    // params: the statement's own first parameters; the key follows them.
+    Candidates(PlanId plan, std::vector<Datum> params, int page)
+        : plan_(plan), params_(std::move(params)), page_(page) {
+        params_.push_back(TimestampTzGetDatum(DT_NOBEGIN));  // before every time
+        params_.push_back(string_to_text(""));                // before every ID
+    }
+
+    // The next candidate's row, locked; nothing when none is left.
+    std::optional<OperationRow> next() {
+        for (;;) {
+            if (index_ == ids_.size()) {
+                if (exhausted_ || !read_page()) return std::nullopt;
+            }
+            const Value id = ids_[index_++];
+            if (std::optional<OperationRow> row = fetch_operation(PlanId::lock_operation_skip_locked, id.datum))
+                return row;
+        }
+    }
+
+private:
+    bool read_page() {
+        execute(plan_, params_.data(), nullptr, 0);
+        SPITupleTable* table = SPI_tuptable;
+        ids_.clear();
+        index_ = 0;
+        for (uint64 i = 0; i < SPI_processed; ++i) {
+            bool null = false;
+            ids_.push_back(Value::of(column(table, i, 0, &null)));
+            if (i + 1 == SPI_processed) {
+                params_[params_.size() - 2] = column(table, i, 1, &null);
+                params_[params_.size() - 1] = ids_.back().datum;
+            }
+        }
+        exhausted_ = SPI_processed < static_cast<uint64>(page_);
+        return !ids_.empty();
+    }
+
+    PlanId plan_;
+    std::vector<Datum> params_;
+    int page_;
+    std::vector<Value> ids_;
+    std::size_t index_ = 0;
+    bool exhausted_ = false;
+};
 
 Datum op_sweep(FunctionCallInfo fcinfo) {
-    const int max_rows = positive_int_arg(fcinfo, 0, "op_sweep", "max_rows");
+    const int max_rows = positive_int_arg(fcinfo, 0, "op_sweep", "max_rows", kMaxSweepRows);
     const sm::Micros now = GetCurrentTimestamp();
     SpiConnection spi;
-    std::vector<OperationRow> rows = locked_candidates(PlanId::sweep_candidates, now, max_rows);
+    const Caller caller = current_caller();
+    CallValues values;
+    values.role = Value::of(string_to_text(caller.role_name));
+    Candidates candidates(PlanId::sweep_candidates, {TimestampTzGetDatum(now), Int32GetDatum(max_rows)}, max_rows);
     std::map<std::string, sm::Policy> policies;
     int swept = 0;
-    for (OperationRow& row : rows) {
-        // The statement's snapshot may predate a transition that committed since;
-        // the locked row is the truth.
-        if (!sm::lease_expired(row.state, now)) continue;
-        auto found = policies.find(row.tool);
+    while (swept < max_rows) {
+        std::optional<OperationRow> row = candidates.next();
+        if (!row) break;
+        if (!sm::lease_expired(row->state, now)) continue;
+        auto found = policies.find(row->tool);
         if (found == policies.end())
-            found = policies.emplace(row.tool, policy_for(row.tool_datum.datum, row.tool, false).rules).first;
-        store(row, sm::expire_lease(row.state, found->second, now, "op_sweep"), CallValues{}, now);
+            found = policies.emplace(row->tool, policy_for(row->tool_datum.datum, false).rules).first;
+        store(*row, sm::expire_lease(row->state, found->second, now, "op_sweep"), values, now);
         ++swept;
     }
     fold_counter_deltas(std::numeric_limits<int>::max());
@@ -61,12 +108,10 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
 
 Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     sm::ClaimCall call;
-    call.worker = name_arg(fcinfo, 0, "op_claim_reconciliation", "worker");
+    call.worker = name_arg(fcinfo, 0, "op_claim_reconciliation", "worker", kMaxWorkerBytes);
     const Value worker = Value::of(PG_GETARG_DATUM(0));
-    const int max_rows = positive_int_arg(fcinfo, 1, "op_claim_reconciliation", "max_rows");
-    require_not_null(fcinfo, 2, "op_claim_reconciliation", "lease");
-    call.lease = interval_us(PG_GETARG_INTERVAL_P(2));
-    if (call.lease <= 0) invalid_parameter("op_claim_reconciliation: lease must be positive");
+    const int max_rows = positive_int_arg(fcinfo, 1, "op_claim_reconciliation", "max_rows", kMaxClaimRows);
+    call.lease = lease_arg(fcinfo, 2, "op_claim_reconciliation");
     const sm::Micros now = GetCurrentTimestamp();
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -75,21 +120,42 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     Tuplestorestate* store_out = rsinfo->setResult;
 
     SpiConnection spi;
-    std::vector<OperationRow> rows = locked_candidates(PlanId::claim_candidates, now, max_rows);
+    const Caller caller = current_caller();
+    const ReadablePayloads readable = readable_payloads(caller.role);
+    Candidates candidates(PlanId::claim_candidates,
+                          {TimestampTzGetDatum(now), Int32GetDatum(max_rows), BoolGetDatum(caller.all_tenants),
+                           string_to_text(caller.tenant)},
+                          max_rows);
+    int claimed = 0;
     std::vector<Datum> out_values(desc->natts);
     std::vector<char> out_nulls_storage(desc->natts);
     bool* out_nulls = reinterpret_cast<bool*>(out_nulls_storage.data());
     Datum* out_value_ptr = out_values.data();
-    const CallValues values{worker, Value{}, Value{}};
-    for (OperationRow& row : rows) {
-        if (!sm::claimable(row.state, now)) continue;
-        const std::optional<WrittenRow> written = store(row, sm::claim(row.state, call, now), values, now);
+    const CallValues values{worker, Value{}, Value{}, Value::of(string_to_text(caller.role_name))};
+    while (claimed < max_rows) {
+        std::optional<OperationRow> row = candidates.next();
+        if (!row) break;
+        if (!sm::claimable(row->state, now) || !may_touch(caller, row->tenant)) continue;
+        const std::optional<WrittenRow> written = store(*row, sm::claim(row->state, call, now), values, now);
         if (!written) continue;
-        operations_values(*written, desc, out_value_ptr, out_nulls);
+        ++claimed;
+        operations_values(*written, desc, out_value_ptr, out_nulls, readable);
         pg_call([&] { tuplestore_putvalues(store_out, desc, out_value_ptr, out_nulls); });
     }
     spi.finish();
     return (Datum)0;
+}
+
+// opledger.notify_token(operation_id): the token NOTIFY payloads carry for it.
+Datum notify_token_of(FunctionCallInfo fcinfo) {
+    const std::string id = name_arg(fcinfo, 0, "notify_token", "operation_id", kMaxOperationIdBytes);
+    SpiConnection spi;
+    const Caller caller = current_caller();
+    if (std::optional<OperationRow> row = fetch_operation(PlanId::read_operation, PG_GETARG_DATUM(0)))
+        require_tenant(caller, row->tenant, "notify_token");
+    const std::string token = notify_token(id);
+    spi.finish();
+    return string_to_text(token);
 }
 
 Datum check_pointers(FunctionCallInfo fcinfo) {
@@ -132,6 +198,12 @@ Datum random_secret(FunctionCallInfo) {
 // VERSION '0.1.0', then ALTER EXTENSION ... UPDATE) still loads.
 Datum flush_counters(FunctionCallInfo) { return (Datum)0; }
 
+// opledger._tools_changed() of 0.1.0 and 0.2.0, the trigger that dropped cached tool
+// policies. Since 0.3.0 policies are read by every call and the trigger is gone; the
+// symbol stays for the frozen install scripts (and does nothing if an old schema
+// still fires it before ALTER EXTENSION ... UPDATE).
+Datum tools_changed(FunctionCallInfo) { return PointerGetDatum(nullptr); }
+
 }  // namespace
 }  // namespace opledger::pg::ledger
 
@@ -142,3 +214,5 @@ OPLEDGER_SQL_FUNCTION(opledger_op_claim_reconciliation, ledger::op_claim_reconci
 OPLEDGER_SQL_FUNCTION(opledger_check_pointers, ledger::check_pointers)
 OPLEDGER_SQL_FUNCTION(opledger_random_secret, ledger::random_secret)
 OPLEDGER_SQL_FUNCTION(opledger_flush_counters, ledger::flush_counters)
+OPLEDGER_SQL_FUNCTION(opledger_notify_token, ledger::notify_token_of)
+OPLEDGER_SQL_FUNCTION(opledger_tools_changed, ledger::tools_changed)

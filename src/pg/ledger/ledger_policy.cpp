@@ -1,14 +1,19 @@
-// Tool policies (read from opledger.tools through the backend's cache) and fingerprints.
+// Tool policies (read from opledger.tools by every call) and fingerprints.
+//
+// There is no per-backend cache: invalidating one needed a trigger on opledger.tools,
+// and a trigger keeps the table from becoming a Citus reference table, where each
+// node must see a changed policy at once. The read is one primary-key lookup of a
+// small table through a saved plan.
 #include "pg/ledger/ledger_policy.hpp"
 
 #include <optional>
 
 #include "pg/ledger/ledger_args.hpp"
 #include "pg/ledger/ledger_gucs.hpp"
-#include "pg/ledger/tool_cache.hpp"
 
 extern "C" {
 #include "catalog/pg_type_d.h"
+#include "utils/jsonb.h"
 #include "utils/array.h"
 }
 
@@ -58,15 +63,33 @@ ToolPolicy load_policy(Datum tool_datum) {
 
 }  // namespace
 
-ToolPolicy policy_for(Datum tool_datum, const std::string& tool, bool enforce_registration) {
-    std::optional<ToolPolicy> cached = find_cached_policy(tool);
-    if (!cached) {
-        const std::uint64_t generation = policy_cache_generation();
-        cached = load_policy(tool_datum);
-        remember_policy(tool, *cached, generation);
+ToolPolicy policy_for(Datum tool_datum, bool enforce_registration) {
+    ToolPolicy policy = load_policy(tool_datum);
+    if (!policy.rules.registered && enforce_registration && ledger_require_registered_tools) raise_unregistered();
+    return policy;
+}
+
+Value payload_fingerprint(const Value& payload) {
+    if (payload.null) return Value{};
+    // jsonb's text form: equal jsonb values print alike (sorted keys, no duplicates).
+    const Datum datum = payload.datum;
+    const char* text = pg_call([&] {
+        Jsonb* value = DatumGetJsonbP(datum);
+        return JsonbToCString(nullptr, &value->root, VARSIZE(value));
+    });
+    const core::Sha256Digest digest = core::hmac_sha256(hmac_key(), std::string("opledger-payload:") + text);
+    return Value::of(string_to_bytea(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size())));
+}
+
+std::string notify_token(const std::string& operation_id) {
+    const core::Sha256Digest digest = core::hmac_sha256(hmac_key(), "opledger-notify:" + operation_id);
+    static const char digits[] = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < 16; ++i) {
+        out.push_back(digits[digest[i] >> 4]);
+        out.push_back(digits[digest[i] & 15]);
     }
-    if (!cached->rules.registered && enforce_registration && ledger_require_registered_tools) raise_unregistered();
-    return std::move(*cached);
+    return out;
 }
 
 std::string hmac_key() {

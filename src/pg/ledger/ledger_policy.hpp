@@ -19,13 +19,18 @@ struct ToolPolicy {
     std::vector<std::string> redact;        // JSON Pointers never stored
 };
 
-// The policy from the backend's tool cache (tool_cache.hpp), loaded on a miss. With
-// enforce_registration, an unregistered tool raises OL003 while
-// opledger.require_registered_tools is on.
-ToolPolicy policy_for(Datum tool_datum, const std::string& tool, bool enforce_registration);
+// The tool's policy, read from opledger.tools. With enforce_registration, an
+// unregistered tool raises OL003 while opledger.require_registered_tools is on.
+ToolPolicy policy_for(Datum tool_datum, bool enforce_registration);
 
 // The per-database fingerprint key (created on first need).
 std::string hmac_key();
+
+// The keyed fingerprint (HMAC-SHA256, bytea) of a jsonb payload as given, or NULL.
+Value payload_fingerprint(const Value& payload);
+
+// The NOTIFY token of an operation: 32 hex digits of a keyed hash of its ID.
+std::string notify_token(const std::string& operation_id);
 
 // Fingerprints and the stored form of a call's arguments under a policy.
 class Fingerprinter {
@@ -38,6 +43,7 @@ public:
     std::string fingerprint(const core::Document& doc, const std::string& alg) const;
     // Canonical text, with the values at redact paths replaced.
     std::string stored_text(const core::Document& doc) const;
+    const core::PointerSet& redacted() const { return redact_; }
 
 private:
     const ToolPolicy& policy_;

@@ -6,7 +6,10 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "funcapi.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 }
@@ -64,10 +67,33 @@ TupleDesc result_descriptor(FunctionCallInfo fcinfo) {
     return desc;
 }
 
-void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls) {
+ReadablePayloads readable_payloads(Oid role) {
+    return pg_call([&] {
+        ReadablePayloads r;
+        const Oid relid = get_relname_relid("operations", get_namespace_oid("opledger", false));
+        if (pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK) return r;
+        auto column = [&](const char* name) {
+            const AttrNumber attno = get_attnum(relid, name);
+            return attno != InvalidAttrNumber && pg_attribute_aclcheck(relid, attno, role, ACL_SELECT) == ACLCHECK_OK;
+        };
+        r.args = column("args");
+        r.result = column("result");
+        r.error = column("error");
+        r.approval_note = column("approval_note");
+        return r;
+    });
+}
+
+void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls,
+                       const ReadablePayloads& readable) {
     for (int i = 0; i < target->natts; ++i) {
         Form_pg_attribute attr = TupleDescAttr(target, i);
-        if (attr->attisdropped) {
+        const char* name = NameStr(attr->attname);
+        const bool hidden = (!readable.args && strcmp(name, "args") == 0) ||
+                            (!readable.result && strcmp(name, "result") == 0) ||
+                            (!readable.error && strcmp(name, "error") == 0) ||
+                            (!readable.approval_note && strcmp(name, "approval_note") == 0);
+        if (attr->attisdropped || hidden) {
             values[i] = 0;
             nulls[i] = true;
             continue;
@@ -78,25 +104,25 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
     }
 }
 
-Datum return_operations_row(const WrittenRow& w, TupleDesc desc) {
-    // The common case: the statement returned the row in the result's own layout,
-    // so it is handed back as it is instead of taken apart and formed again.
-    if (same_layout(w.desc, desc)) {
+Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadablePayloads& readable) {
+    // A caller who may read the whole row, and a statement that returned it in the
+    // result's own layout: the row is handed back as it is.
+    if (readable.all() && same_layout(w.desc, desc)) {
         const HeapTuple tuple = w.tuple;
         return pg_call([&] { return PointerGetDatum(SPI_returntuple(tuple, desc)); });
     }
     std::vector<Datum> values(desc->natts);
     std::vector<char> nulls_storage(desc->natts);
     bool* nulls = reinterpret_cast<bool*>(nulls_storage.data());
-    operations_values(w, desc, values.data(), nulls);
+    operations_values(w, desc, values.data(), nulls, readable);
     return form_result(desc, values.data(), nulls);
 }
 
 Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
                    const std::optional<core::ledger::Micros>& retry_after) {
-    constexpr int kColumns = 13;
+    constexpr int kColumns = 14;
     if (desc->natts != kColumns)
-        throw SqlError(ERRCODE_DATATYPE_MISMATCH, "opledger: begin_result does not have the expected 13 columns");
+        throw SqlError(ERRCODE_DATATYPE_MISMATCH, "opledger: begin_result does not have the expected 14 columns");
     const core::ledger::OperationState& s = row.state;
     const Oid status_type = TupleDescAttr(desc, 2)->atttypid;
     const char* status = core::ledger::status_name(s.status);
@@ -125,6 +151,7 @@ Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decisi
     put(10, Value::of(BoolGetDatum(s.purged)));
     put(11, Value::of(string_to_text(row.fingerprint_alg)));
     put(12, Value::of(string_to_bytea(row.args_hash)));
+    put(13, s.lease_owner ? Value::of(string_to_text(*s.lease_owner)) : Value{});
     return form_result(desc, values, nulls);
 }
 

@@ -12,8 +12,21 @@ TupleDesc result_descriptor(FunctionCallInfo fcinfo);
 // Values of a written operations row laid out for `target` (the operations row
 // type, possibly with dropped columns).
 void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls);
+// Which payload columns of opledger.operations a role may read (SELECT on the table
+// or on the column); the others are handed back as NULL (SPEC §8: a report returns
+// nothing the caller couldn't read).
+struct ReadablePayloads {
+    bool args = true, result = true, error = true, approval_note = true;
+    bool all() const { return args && result && error && approval_note; }
+};
+ReadablePayloads readable_payloads(Oid role);
+
+// Values of a written operations row laid out for `target` (the operations row
+// type, possibly with dropped columns), with the unreadable payloads NULL.
+void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls,
+                       const ReadablePayloads& readable);
 // The written row as the function's result (call before SPI_finish).
-Datum return_operations_row(const WrittenRow& w, TupleDesc desc);
+Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadablePayloads& readable);
 
 // op_begin's answer for the operation as it is after the call.
 Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,

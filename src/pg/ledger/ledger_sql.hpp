@@ -40,13 +40,19 @@ enum class PlanId : int {
     insert_operation,  // a new operation (ON CONFLICT DO NOTHING), RETURNING it
     update_operation,  // any transition of a locked operation, RETURNING o.*
     insert_event,      // one audit-trail row
+    insert_first_event,  // a new operation's first event, unless its seq is taken (ON CONFLICT DO NOTHING)
     insert_deltas,     // one call's counts (opledger.counter_deltas)
     fold_deltas,       // remove up to $1 deltas, summed per tool (op_sweep)
     fold_window,       // remove the deltas with ids in ($1, $2], summed per tool
     count_in_slot,     // add a tool's sums to an unlocked counters row of the tool
     count_new_slot,    // or to a new one
-    sweep_candidates,  // pending operations whose lease ran out, FOR UPDATE SKIP LOCKED
-    claim_candidates,  // unknown operations without a live claim, FOR UPDATE SKIP LOCKED
+    sweep_candidates,  // IDs of pending operations whose lease ran out, after a key (no lock)
+    claim_candidates,  // IDs of unknown operations without a live claim, of a tenant, after a key (no lock)
+    lock_operation_skip_locked,  // one operation, FOR UPDATE SKIP LOCKED (housekeeping)
+    lock_operation_reserving_seq,  // one operation, locked by an UPDATE that takes the next event seq (op_begin)
+    bump_event_seq,    // an operation's last event seq, when nothing else of it changes
+    role_tenants,      // the tenant mappings (opledger.role_tenants)
+    last_event_seq,    // the last seq of an ID's events (a new operation whose ID had events)
     count_
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pg/ledger/ledger_gucs.hpp"
+#include "pg/ledger/ledger_policy.hpp"
 #include "pg/ledger/ledger_tables.hpp"
 
 extern "C" {
@@ -110,6 +111,7 @@ Value payload_after(const Value& before, sm::Payload payload, const Value& from_
             return from_call;
         case sm::Payload::lease_expired:
         case sm::Payload::lease_expired_exhausted:
+        case sm::Payload::approval_rejected:
             return Value::of(json_text_to_jsonb(sm::payload_constant(payload)));
     }
     return before;
@@ -150,6 +152,16 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     p.set_int(oc_duplicate_effects, s.duplicate_effects);
     p.set_int(oc_manual_interventions, s.manual_interventions);
     p.set_bool(oc_purged, s.purged);
+    p.set(oc_tenant, set ? Value::of(string_to_text(row.tenant)) : Value{});
+    p.set_text(oc_created_role, set ? row.created_role : std::nullopt);
+    if (s.approval_attempt)
+        p.set_int(oc_approval_attempt, *s.approval_attempt);
+    else
+        p.set(oc_approval_attempt, Value{});
+    p.set_int(oc_event_seq, row.event_seq);
+    p.set_text(oc_approved_role, s.approved_role);
+    p.set_text(oc_resolved_role, s.resolved_role);
+    p.set(oc_result_fingerprint, row.result_fingerprint);
     p.set(op_now, Value::of(TimestampTzGetDatum(now)));
     p.set_bool(op_set_result, false);
     p.set_bool(op_set_error, false);
@@ -200,7 +212,11 @@ Datum detail_jsonb(const sm::Event& e, const Value& payload) {
     return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
 
-void append_event(Datum operation_id, const sm::Event& e, const CallValues& call, sm::Micros now) {
+// Appends one event; returns whether it was written (insert_first_event writes
+// nothing when the seq is taken).
+bool append_event(const OperationRow& row, int seq, const sm::Event& e, const CallValues& call, sm::Micros now,
+                  PlanId plan = PlanId::insert_event) {
+    const Datum operation_id = row.operation_id.datum;
     std::array<Datum, kEventColumns> values{};
     std::array<char, kEventColumns> nulls{};
     auto put = [&](int i, const Value& v) {
@@ -222,7 +238,11 @@ void append_event(Datum operation_id, const sm::Event& e, const CallValues& call
     } else {
         put(ec_detail, Value{});
     }
-    execute(PlanId::insert_event, values.data(), nulls.data(), 0);
+    put(ec_seq, Value::of(Int32GetDatum(seq)));
+    put(ec_role, call.role);
+    put(ec_tenant, Value::of(string_to_text(row.tenant)));
+    execute(plan, values.data(), nulls.data(), 0);
+    return SPI_processed == 1;
 }
 
 using Counts = std::array<long long, kCounterColumns>;
@@ -230,35 +250,44 @@ using Counts = std::array<long long, kCounterColumns>;
 Counts counts_of(const sm::Metrics& m) {
     return {m.begins, m.executions, m.duplicates_prevented, m.successes, m.failures, m.retries, m.unknowns,
             m.late_successes, m.duplicate_effects, m.manual_interventions, m.resolutions,
-            m.in_status[0], m.in_status[1], m.in_status[2], m.in_status[3], m.in_status[4], m.in_status[5]};
+            m.in_status[0], m.in_status[1], m.in_status[2], m.in_status[3], m.in_status[4], m.in_status[5],
+            m.non_execute_answers};
 }
 
 // The parameters of insert_deltas / count_in_slot / count_new_slot.
-std::array<Datum, kCounterParamsBefore + kCounterColumns> counter_params(Datum tool, int slot,
-                                                                          const Counts& counts) {
+std::array<Datum, kCounterParamsBefore + kCounterColumns> counter_params(Datum tool, Datum tenant, Datum hour,
+                                                                          int slot, const Counts& counts) {
     std::array<Datum, kCounterParamsBefore + kCounterColumns> values{};
     values[0] = tool;
-    values[1] = Int32GetDatum(slot);
+    values[1] = tenant;
+    values[2] = hour;
+    values[3] = Int32GetDatum(slot);
     for (int i = 0; i < kCounterColumns; ++i) values[kCounterParamsBefore + i] = Int64GetDatum(counts[i]);
     return values;
 }
 
 // The totals row this backend wrote last, asked for first by its next write of the
-// same tool, so that a backend keeps to one row while nobody else holds it.
-std::string preferred_tool;
+// same tool and tenant, so that a backend keeps to one row while nobody else holds it.
+std::string preferred_tool, preferred_tenant;
+TimestampTz preferred_hour = 0;
 int preferred_slot = -1;
 
 // Adds counts to a totals row of the tool that no other transaction holds (or a new
 // one). FOR UPDATE SKIP LOCKED never waits and, under READ COMMITTED, never fails: it
 // locks the newest version of a row that changed since the statement began.
-void add_to_totals(Datum tool_datum, const std::string& tool, const Counts& counts) {
-    const auto values = counter_params(tool_datum, tool == preferred_tool ? preferred_slot : -1, counts);
+void add_to_totals(Datum tool_datum, const std::string& tool, Datum tenant_datum, const std::string& tenant,
+                   TimestampTz hour, const Counts& counts) {
+    const bool preferred = tool == preferred_tool && tenant == preferred_tenant && hour == preferred_hour;
+    const auto values =
+        counter_params(tool_datum, tenant_datum, TimestampTzGetDatum(hour), preferred ? preferred_slot : -1, counts);
     execute(PlanId::count_in_slot, values.data(), nullptr, 0);
     if (SPI_processed != 1) execute(PlanId::count_new_slot, values.data(), nullptr, 0);
     if (SPI_processed != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the counter totals were not written");
     bool is_null = false;
     preferred_slot = DatumGetInt32(column(SPI_tuptable, 0, 0, &is_null));
     preferred_tool = tool;
+    preferred_tenant = tenant;
+    preferred_hour = hour;
 }
 
 uint64 add_folded_sums();
@@ -281,12 +310,21 @@ uint64 add_folded_sums();
 constexpr int64 kFoldEvery = 64;
 constexpr int64 kFoldWindow = 1024;
 
-void add_counts(const Value& tool_datum, const sm::Metrics& m) {
+// The hour (UTC) a call's counts belong to, for the time-windowed metrics.
+TimestampTz hour_of(sm::Micros now) {
+    const TimestampTz hour = USECS_PER_HOUR;
+    TimestampTz start = now - now % hour;
+    if (now % hour < 0) start -= hour;  // before 2000-01-01: round down, not towards zero
+    return start;
+}
+
+void add_counts(const Value& tool_datum, const std::string& tenant, const sm::Metrics& m, sm::Micros now) {
     const Counts counts = counts_of(m);
     bool any = false;
     for (long long d : counts) any = any || d != 0;
     if (!any) return;
-    const auto values = counter_params(tool_datum.datum, -1, counts);
+    const auto values =
+        counter_params(tool_datum.datum, string_to_text(tenant), TimestampTzGetDatum(hour_of(now)), -1, counts);
     execute(PlanId::insert_deltas, values.data(), nullptr, 0);
     bool is_null = false;
     const int64 delta_id = DatumGetInt64(column(SPI_tuptable, 0, 0, &is_null));
@@ -305,19 +343,24 @@ uint64 add_folded_sums() {
     struct ToolSums {
         Datum tool_datum;
         std::string tool;
+        Datum tenant_datum;
+        std::string tenant;
+        TimestampTz hour;
         Counts counts;
     };
     std::vector<ToolSums> sums;
     sums.reserve(tools);
     for (uint64 i = 0; i < tools; ++i) {
-        ToolSums t{value_at(table, i, 0).datum, text_to_string(value_at(table, i, 0).datum), {}};
+        ToolSums t{value_at(table, i, 0).datum, text_to_string(value_at(table, i, 0).datum),
+                   value_at(table, i, 1).datum, text_to_string(value_at(table, i, 1).datum),
+                   DatumGetTimestampTz(value_at(table, i, 2).datum), {}};
         for (int k = 0; k < kCounterColumns; ++k) {
-            const Value v = value_at(table, i, 1 + k);
+            const Value v = value_at(table, i, 3 + k);
             t.counts[k] = v.null ? 0 : DatumGetInt64(v.datum);
         }
         sums.push_back(std::move(t));
     }
-    for (const ToolSums& t : sums) add_to_totals(t.tool_datum, t.tool, t.counts);
+    for (const ToolSums& t : sums) add_to_totals(t.tool_datum, t.tool, t.tenant_datum, t.tenant, t.hour, t.counts);
     return tools;
 }
 
@@ -347,8 +390,9 @@ void append_json_string(std::string& out, std::string_view value) {
 }
 
 void notify(const OperationRow& row) {
-    std::string payload = "{\"operation_id\":";
-    append_json_string(payload, text_to_string(row.operation_id.datum));
+    // The ID itself never goes out: any role may LISTEN (docs/security.md).
+    std::string payload = "{\"token\":";
+    append_json_string(payload, notify_token(text_to_string(row.operation_id.datum)));
     payload += ",\"status\":\"";
     payload += sm::status_name(row.state.status);
     payload += "\"}";
@@ -356,10 +400,14 @@ void notify(const OperationRow& row) {
     pg_call([&] { Async_Notify("opledger", text); });
 }
 
+// Events take the seqs after the row's event_seq (the caller holds the row's lock,
+// or just inserted it), so (operation_id, seq) orders an operation's history on any
+// node; row.event_seq must already be the last of them.
 void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
                              sm::Micros now) {
-    for (const sm::Event& e : t.events) append_event(row.operation_id.datum, e, call, now);
-    add_counts(row.tool_datum, t.metrics);
+    int seq = row.event_seq - static_cast<int>(t.events.size());
+    for (const sm::Event& e : t.events) append_event(row, ++seq, e, call, now);
+    add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
 }  // namespace
@@ -396,6 +444,14 @@ OperationRow read_operation(SPITupleTable* table, uint64 index) {
     s.duplicate_effects = int_at(table, index, oc_duplicate_effects);
     s.manual_interventions = int_at(table, index, oc_manual_interventions);
     s.purged = DatumGetBool(value_at(table, index, oc_purged).datum);
+    row.tenant = text_to_string(value_at(table, index, oc_tenant).datum);
+    row.created_role = text_at(table, index, oc_created_role);
+    const Value approval = value_at(table, index, oc_approval_attempt);
+    if (!approval.null) s.approval_attempt = DatumGetInt32(approval.datum);
+    row.event_seq = int_at(table, index, oc_event_seq);
+    s.approved_role = text_at(table, index, oc_approved_role);
+    s.resolved_role = text_at(table, index, oc_resolved_role);
+    row.result_fingerprint = value_at(table, index, oc_result_fingerprint);
     return row;
 }
 
@@ -403,10 +459,17 @@ std::optional<OperationRow> fetch_operation(PlanId plan, Datum operation_id) {
     Datum values[1] = {operation_id};
     execute(plan, values, nullptr, 1);
     if (SPI_processed == 0) return std::nullopt;
-    return read_operation(SPI_tuptable, 0);
+    OperationRow row = read_operation(SPI_tuptable, 0);
+    if (plan == PlanId::lock_operation_reserving_seq) {
+        row.event_seq -= 1;  // the row holds the seq of this call's first event already
+        row.seqs_reserved = 1;
+    }
+    return row;
 }
 
-std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, sm::Micros now) {
+std::optional<OperationRow> insert_operation(const OperationRow& given, const sm::Transition& t, sm::Micros now) {
+    OperationRow row = given;
+    row.event_seq = static_cast<int>(t.events.size());
     OperationParams p;
     fill_params(p, row, t.after, now, Identity::set);
     execute(PlanId::insert_operation, p.values.data(), p.nulls.data(), 0);
@@ -414,15 +477,38 @@ std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::
     return read_operation(SPI_tuptable, 0);
 }
 
-void store_new(const OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now) {
-    store_events_and_counts(row, t, call, now);
+void store_new(const OperationRow& inserted, const sm::Transition& t, const CallValues& call, sm::Micros now) {
+    // A new operation's events start at seq 1, unless its ID still has events: an
+    // operator deleted the operation row and kept its history. Then the new history
+    // continues after it. The first event finds out (ON CONFLICT DO NOTHING), so the
+    // common case costs no extra statement.
+    OperationRow row = inserted;
+    if (!t.events.empty() && !append_event(row, 1, t.events.front(), call, now, PlanId::insert_first_event)) {
+        Datum id[1] = {row.operation_id.datum};
+        execute(PlanId::last_event_seq, id, nullptr, 1);
+        bool no_events = true;
+        const Datum last = column(SPI_tuptable, 0, 0, &no_events);
+        const int base = no_events ? 0 : DatumGetInt32(last);
+        row.event_seq = base + static_cast<int>(t.events.size());
+        Datum values[2] = {row.operation_id.datum, Int32GetDatum(row.event_seq)};
+        execute(PlanId::bump_event_seq, values, nullptr, 0);
+        int seq = base;
+        for (const sm::Event& e : t.events) append_event(row, ++seq, e, call, now);
+    } else {
+        int seq = 1;
+        for (std::size_t i = 1; i < t.events.size(); ++i) append_event(row, ++seq, t.events[i], call, now);
+    }
+    add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
 std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now) {
     const sm::Status before = row.state.status;
     std::optional<WrittenRow> written;
+    row.event_seq += static_cast<int>(t.events.size());
     if (t.row_changed) {
         row.result = payload_after(row.result, t.result, call.payload);
+        if (t.result != sm::Payload::keep)
+            row.result_fingerprint = t.result == sm::Payload::from_call ? call.payload_fingerprint : Value{};
         row.error = payload_after(row.error, t.error, call.payload);
         OperationParams p;
         fill_params(p, row, t.after, now, Identity::leave_null);
@@ -432,6 +518,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
         if (SPI_processed != 1)
             throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the locked operation row was not updated");
         written = WrittenRow{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};
+    } else if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
+        // Nothing else changes (a replay, an answer to wait): only the last seq.
+        Datum values[2] = {row.operation_id.datum, Int32GetDatum(row.event_seq)};
+        execute(PlanId::bump_event_seq, values, nullptr, 0);
     }
     row.state = t.after;
     store_events_and_counts(row, t, call, now);

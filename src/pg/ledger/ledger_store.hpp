@@ -36,6 +36,11 @@ struct OperationRow {
     std::string args_hash;
     std::string fingerprint_alg;
     Value result, error;  // jsonb
+    Value result_fingerprint;  // bytea: keyed hash of the unredacted result (tools with redact paths)
+    std::string tenant;   // '' unscoped
+    std::optional<std::string> created_role;
+    int event_seq = 0;    // seq of its last event
+    int seqs_reserved = 0;  // seqs after event_seq the row already holds (lock_operation_reserving_seq)
 };
 
 // The row of one operation (plan: read_operation or lock_operation), if it exists.
@@ -49,6 +54,8 @@ struct CallValues {
     Value actor;
     Value provider_ref;
     Value payload;
+    Value role;  // the calling database role (events.role)
+    Value payload_fingerprint;  // bytea, tools with redact paths: keyed hash of the payload as given
 };
 
 // A row as the statement that wrote it returned it (RETURNING o.*).

@@ -54,6 +54,13 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"duplicate_effects", INT4OID, Written::always, ""},
     {"manual_interventions", INT4OID, Written::always, ""},
     {"purged", BOOLOID, Written::on_insert, ""},
+    {"tenant", TEXTOID, Written::on_insert, ""},
+    {"created_role", TEXTOID, Written::on_insert, ""},
+    {"approval_attempt", INT4OID, Written::always, ""},
+    {"event_seq", INT4OID, Written::always, ""},
+    {"approved_role", TEXTOID, Written::always, ""},
+    {"resolved_role", TEXTOID, Written::always, ""},
+    {"result_fingerprint", BYTEAOID, Written::payload, ""},
 }};
 
 struct EventColumnSpec {
@@ -74,13 +81,16 @@ const std::array<EventColumnSpec, kEventColumns> kEvents = {{
     {"worker", TEXTOID, ""},
     {"provider_ref", TEXTOID, ""},
     {"detail", JSONBOID, ""},
+    {"seq", INT4OID, ""},
+    {"role", TEXTOID, ""},
+    {"tenant", TEXTOID, ""},
 }};
 
 // In CounterColumn order (all bigint).
 const std::array<const char*, kCounterColumns> kCounters = {{
     "begins", "executions", "duplicates_prevented", "successes", "failures", "retries", "unknowns",
     "late_successes", "duplicate_effects", "manual_interventions", "resolutions", "n_awaiting_approval",
-    "n_pending", "n_succeeded", "n_failed", "n_unknown", "n_retryable",
+    "n_pending", "n_succeeded", "n_failed", "n_unknown", "n_retryable", "non_execute_answers",
 }};
 
 std::string param(int position) { return "$" + std::to_string(position + 1); }
@@ -132,7 +142,7 @@ StatementText update_operation() {
         set += c.name;
         set += " = ";
         if (c.written == Written::payload) {
-            const int flag = i == oc_result ? op_set_result : op_set_error;
+            const int flag = i == oc_error ? op_set_error : op_set_result;  // result and its fingerprint
             set += "CASE WHEN " + param(flag) + " THEN " + param(i) + " ELSE o." + c.name + " END";
         } else {
             set += param(i) + c.cast;
@@ -145,7 +155,7 @@ StatementText update_operation() {
             operation_param_types()};
 }
 
-StatementText insert_event() {
+StatementText insert_event(const char* on_conflict = "") {
     std::string columns, values;
     std::vector<Oid> types;
     for (int i = 0; i < kEventColumns; ++i) {
@@ -157,11 +167,11 @@ StatementText insert_event() {
         values += param(i) + kEvents[i].cast;
         types.push_back(kEvents[i].type);
     }
-    return {"INSERT INTO opledger.events (" + columns + ") VALUES (" + values + ")", types};
+    return {"INSERT INTO opledger.events (" + columns + ") VALUES (" + values + ")" + on_conflict, types};
 }
 
 std::vector<Oid> counter_param_types() {
-    std::vector<Oid> types = {TEXTOID, INT4OID};
+    std::vector<Oid> types = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT4OID};
     for (int i = 0; i < kCounterColumns; ++i) types.push_back(INT8OID);
     return types;
 }
@@ -169,12 +179,14 @@ std::vector<Oid> counter_param_types() {
 // One call's deltas, appended. No unique key, no lock: this never waits on or
 // conflicts with another transaction at any isolation level.
 StatementText insert_deltas() {
-    std::string columns = "tool", values = "$1";
+    std::string columns = "tool, tenant, hour", values = "$1, $2, $3";
     for (int i = 0; i < kCounterColumns; ++i) {
         columns += std::string(", ") + kCounters[i];
         values += ", " + param(kCounterParamsBefore + i);
     }
-    return {"INSERT INTO opledger.counter_deltas AS d (" + columns + ") VALUES (" + values + ") RETURNING d.delta_id",
+    // ($4, the preferred slot, is unused here: the three statements share parameters.)
+    return {"INSERT INTO opledger.counter_deltas AS d (" + columns + ") VALUES (" + values +
+                ") RETURNING d.delta_id",
             counter_param_types()};
 }
 
@@ -189,7 +201,7 @@ StatementText fold(const std::string& which, std::vector<Oid> types) {
     return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d "
             "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
             "SELECT l.ctid FROM opledger.counter_deltas AS l " + which + " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
-            "SELECT m.tool" + sums + " FROM m GROUP BY m.tool",
+            "SELECT m.tool, m.tenant, m.hour" + sums + " FROM m GROUP BY m.tool, m.tenant, m.hour",
             std::move(types)};
 }
 
@@ -206,19 +218,21 @@ StatementText count_in_slot() {
                param(kCounterParamsBefore + i);
     }
     return {"UPDATE opledger.counters AS c SET " + set +
-                " WHERE c.tool OPERATOR(pg_catalog.=) $1 AND c.slot OPERATOR(pg_catalog.=) ("
+                " WHERE c.tool OPERATOR(pg_catalog.=) $1 AND c.tenant OPERATOR(pg_catalog.=) $2 "
+                "AND c.hour OPERATOR(pg_catalog.=) $3 AND c.slot OPERATOR(pg_catalog.=) ("
                 "SELECT s.slot FROM opledger.counters AS s WHERE s.tool OPERATOR(pg_catalog.=) $1 "
-                "ORDER BY s.slot OPERATOR(pg_catalog.=) $2 DESC, s.slot LIMIT 1 FOR UPDATE OF s SKIP LOCKED) "
+                "AND s.tenant OPERATOR(pg_catalog.=) $2 AND s.hour OPERATOR(pg_catalog.=) $3 "
+                "ORDER BY s.slot OPERATOR(pg_catalog.=) $4 DESC, s.slot LIMIT 1 FOR UPDATE OF s SKIP LOCKED) "
                 "RETURNING c.slot",
             counter_param_types()};
 }
 
 // No free totals row: a new one, in a slot nobody else can be writing (a fresh
-// sequence value), so the insert can never conflict or wait either. ($2 is unused
-// here; the two statements share their parameters.)
+// sequence value), so the insert can never conflict or wait either. ($4 is unused
+// here; the statements share their parameters.)
 StatementText count_new_slot() {
-    std::string columns = "tool, slot",
-                values = "$1, pg_catalog.nextval('opledger.counters_slot_seq'::pg_catalog.regclass)";
+    std::string columns = "tool, tenant, hour, slot",
+                values = "$1, $2, $3, pg_catalog.nextval('opledger.counters_slot_seq'::pg_catalog.regclass)";
     for (int i = 0; i < kCounterColumns; ++i) {
         columns += std::string(", ") + kCounters[i];
         values += ", " + param(kCounterParamsBefore + i);
@@ -250,6 +264,8 @@ StatementText statement_text(PlanId id) {
             return update_operation();
         case PlanId::insert_event:
             return insert_event();
+        case PlanId::insert_first_event:
+            return insert_event(" ON CONFLICT (operation_id, seq) DO NOTHING");
         case PlanId::insert_deltas:
             return insert_deltas();
         case PlanId::fold_deltas:
@@ -262,16 +278,48 @@ StatementText statement_text(PlanId id) {
             return count_in_slot();
         case PlanId::count_new_slot:
             return count_new_slot();
+        // Housekeeping reads its candidates without locks (an index scan that runs
+        // shard by shard when the ledger is distributed), then locks each alone by
+        // its ID with lock_operation_skip_locked and checks it again under the lock.
+        // Pages in key order: each page starts after the last key of the one before
+        // ($3, $4 for the sweep; $5, $6 for claims), so candidates another session
+        // holds are passed over instead of read again.
         case PlanId::sweep_candidates:
-            return {operation_select("WHERE o.status OPERATOR(pg_catalog.=) 'pending'::opledger.op_status "
-                                     "AND o.lease_expires_at OPERATOR(pg_catalog.<=) $1 "
-                                     "ORDER BY o.lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED"),
-                    {TIMESTAMPTZOID, INT4OID}};
+            return {"SELECT o.operation_id, o.lease_expires_at FROM opledger.operations AS o "
+                    "WHERE o.status OPERATOR(pg_catalog.=) 'pending'::opledger.op_status "
+                    "AND o.lease_expires_at OPERATOR(pg_catalog.<=) $1 "
+                    "AND (o.lease_expires_at OPERATOR(pg_catalog.>) $3 OR (o.lease_expires_at OPERATOR(pg_catalog.=) $3 "
+                    "AND o.operation_id OPERATOR(pg_catalog.>) $4)) "
+                    "ORDER BY o.lease_expires_at, o.operation_id LIMIT $2",
+                    {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID}};
         case PlanId::claim_candidates:
-            return {operation_select("WHERE o.status OPERATOR(pg_catalog.=) 'unknown'::opledger.op_status "
-                                     "AND (o.claim_expires_at IS NULL OR o.claim_expires_at OPERATOR(pg_catalog.<=) $1) "
-                                     "ORDER BY o.unknown_since LIMIT $2 FOR UPDATE SKIP LOCKED"),
-                    {TIMESTAMPTZOID, INT4OID}};
+            // $3: the caller sees every tenant; else only tenant $4.
+            return {"SELECT o.operation_id, o.unknown_since FROM opledger.operations AS o "
+                    "WHERE o.status OPERATOR(pg_catalog.=) 'unknown'::opledger.op_status "
+                    "AND (o.claim_expires_at IS NULL OR o.claim_expires_at OPERATOR(pg_catalog.<=) $1) "
+                    "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) "
+                    "AND (o.unknown_since OPERATOR(pg_catalog.>) $5 OR (o.unknown_since OPERATOR(pg_catalog.=) $5 "
+                    "AND o.operation_id OPERATOR(pg_catalog.>) $6)) "
+                    "ORDER BY o.unknown_since, o.operation_id LIMIT $2",
+                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}};
+        case PlanId::last_event_seq:
+            return {"SELECT pg_catalog.max(e.seq) FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID}};
+        case PlanId::lock_operation_reserving_seq:
+            // The row lock and the seq of the call's (first) event in one statement:
+            // an op_begin that changes nothing else (a replay, an answer to wait)
+            // writes the row once. RETURNING shows the row after, event_seq included.
+            return {"UPDATE opledger.operations AS o SET event_seq = o.event_seq OPERATOR(pg_catalog.+) 1 "
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1 RETURNING " + operation_select_list(),
+                    {TEXTOID}};
+        case PlanId::lock_operation_skip_locked:
+            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED"),
+                    {TEXTOID}};
+        case PlanId::bump_event_seq:
+            return {"UPDATE opledger.operations AS o SET event_seq = $2 WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID, INT4OID}};
+        case PlanId::role_tenants:
+            return {"SELECT r.member::pg_catalog.oid, r.tenant FROM opledger.role_tenants AS r", {}};
         case PlanId::count_:
             break;
     }

@@ -17,7 +17,8 @@ enum OperationColumn : int {
     oc_attempt, oc_lease_owner, oc_lease_expires_at, oc_retry_after, oc_result, oc_error, oc_provider_ref,
     oc_finished_at, oc_approved_by, oc_approved_at, oc_approval_note, oc_unknown_since, oc_resolved_at,
     oc_resolved_by, oc_resolution, oc_claim_owner, oc_claim_expires_at, oc_late_successes, oc_duplicate_effects,
-    oc_manual_interventions, oc_purged,
+    oc_manual_interventions, oc_purged, oc_tenant, oc_created_role, oc_approval_attempt, oc_event_seq,
+    oc_approved_role, oc_resolved_role, oc_result_fingerprint,
     kOperationColumns
 };
 // The parameters after the columns: the call's time (created_at / updated_at), and
@@ -30,20 +31,21 @@ enum OperationParam : int {
 // opledger.events: the parameters of insert_event.
 enum EventColumn : int {
     ec_operation_id = 0, ec_at, ec_kind, ec_decision, ec_status_before, ec_status_after, ec_attempt, ec_worker,
-    ec_provider_ref, ec_detail,
+    ec_provider_ref, ec_detail, ec_seq, ec_role, ec_tenant,
     kEventColumns
 };
 
 // opledger.counter_deltas and opledger.counters: the parameters of insert_deltas,
-// count_in_slot and count_new_slot are the tool, a preferred slot (counters only),
-// then the counts in this order; fold_deltas returns the tool and the summed counts
-// in this order.
+// count_in_slot and count_new_slot are the tool, the tenant, the hour (UTC, of the
+// call), a preferred slot (counters only), then the counts in this order; fold_deltas
+// returns the tool, the tenant, the hour and the summed counts in this order.
 enum CounterColumn : int {
     cc_begins = 0, cc_executions, cc_duplicates_prevented, cc_successes, cc_failures, cc_retries, cc_unknowns,
     cc_late_successes, cc_duplicate_effects, cc_manual_interventions, cc_resolutions, cc_status_first,
-    kCounterColumns = cc_status_first + 6
+    cc_non_execute_answers = cc_status_first + 6,
+    kCounterColumns
 };
-inline constexpr int kCounterParamsBefore = 2;  // $1 tool, $2 preferred slot
+inline constexpr int kCounterParamsBefore = 4;  // $1 tool, $2 tenant, $3 hour, $4 preferred slot
 
 // A statement's text and parameter types.
 struct StatementText {

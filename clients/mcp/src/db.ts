@@ -1,0 +1,106 @@
+// The gateway's connections to the ledger, and the one statement of the hot path:
+// op_begin with the operation ID derived in the same statement (one round trip).
+
+import pg from 'pg';
+import { Ledger, mapDatabaseError, parseBeginRow, type BeginResult, type JsonValue } from '@opledger/client';
+
+/** A pool from DATABASE_URL (or the variable named), else from the libpq PG* variables. */
+export function makePool(urlVar = 'DATABASE_URL', max = 4): pg.Pool {
+  const url = process.env[urlVar];
+  const pool = new pg.Pool({
+    ...(url ? { connectionString: url } : {}),
+    max,
+    application_name: 'opledger-mcp',
+  });
+  // An idle client that loses its connection must not take the gateway down.
+  pool.on('error', () => {});
+  return pool;
+}
+
+export const ID_NAMESPACE = 'opledger-mcp/v1';
+
+// Named prepared statements (parsed and planned once per connection), and only the
+// columns the gateway reads: op_begin's row without the fingerprint (args_hash, bytea),
+// op_succeed's and op_fail's row (the whole operation, with its args and result as jsonb)
+// reduced to its status. The statements and their durability are those of the TS client.
+const BEGIN_COLUMNS = 'decision, operation_id, status, attempt, result, error, provider_ref, retry_after, lease_expires_at, finished_at, purged, lease_owner';
+const BEGIN_DERIVED = {
+  name: 'opledger_mcp_begin_derived',
+  text: `SELECT ${BEGIN_COLUMNS} FROM opledger.op_begin(opledger.derive_operation_id($1, $2::jsonb)::text, $3, $4::jsonb, $5, $6, $7::interval)`,
+};
+const BEGIN_GIVEN = {
+  name: 'opledger_mcp_begin_given',
+  text: `SELECT ${BEGIN_COLUMNS} FROM opledger.op_begin($1, $2, $3::jsonb, $4, $5, $6::interval)`,
+};
+const SUCCEED = {
+  name: 'opledger_mcp_succeed',
+  text: 'SELECT status::text AS status FROM opledger.op_succeed($1, $2::jsonb, attempt => $3::int, provider_ref => $4)',
+};
+const FAIL = {
+  name: 'opledger_mcp_fail',
+  text: 'SELECT status::text AS status FROM opledger.op_fail($1, $2::jsonb, $3::boolean, attempt => $4::int, provider_ref => $5)',
+};
+
+export interface BeginCall {
+  /** Either the ID itself, or the parts it is derived from (with ID_NAMESPACE). */
+  operationId?: string;
+  idParts?: JsonValue;
+  tool: string;
+  args: unknown;
+  conversationId?: string | null;
+  worker?: string | null;
+  lease?: string | null;
+}
+
+export class LedgerDb {
+  readonly ledger: Ledger;
+  constructor(readonly pool: pg.Pool) {
+    this.ledger = new Ledger(pool);
+  }
+
+  async begin(c: BeginCall): Promise<BeginResult> {
+    const args = JSON.stringify(c.args ?? {});
+    try {
+      const r = c.operationId !== undefined
+        ? await this.pool.query({ ...BEGIN_GIVEN, values: [c.operationId, c.tool, args, c.conversationId ?? null, c.worker ?? null, c.lease ?? null] })
+        : await this.pool.query({
+          ...BEGIN_DERIVED,
+          values: [ID_NAMESPACE, JSON.stringify(c.idParts), c.tool, args, c.conversationId ?? null, c.worker ?? null, c.lease ?? null],
+        });
+      return parseBeginRow(r.rows[0]);
+    } catch (e) {
+      throw mapDatabaseError(e);
+    }
+  }
+
+  /**
+   * op_succeed with a result that came off the wire (JSON.parse output, so plain JSON):
+   * one autocommit statement, like Ledger.succeed, without reading the row back.
+   */
+  async succeed(operationId: string, result: unknown, attempt: number | undefined, providerRef?: string): Promise<void> {
+    try {
+      await this.pool.query({ ...SUCCEED, values: [operationId, JSON.stringify(result ?? null), attempt ?? null, providerRef ?? null] });
+    } catch (e) {
+      throw mapDatabaseError(e);
+    }
+  }
+
+  /** op_fail, like Ledger.fail, without reading the row back. */
+  async fail(operationId: string, error: unknown, retryable: boolean, attempt: number | undefined, providerRef?: string): Promise<void> {
+    try {
+      await this.pool.query({ ...FAIL, values: [operationId, error === undefined || error === null ? null : JSON.stringify(error), retryable, attempt ?? null, providerRef ?? null] });
+    } catch (e) {
+      throw mapDatabaseError(e);
+    }
+  }
+
+  /** The status and attempt of an operation, or null (also when this role may not read the ledger table). */
+  async peek(operationId: string): Promise<{ status: string; attempt: number } | null> {
+    try {
+      const r = await this.pool.query('SELECT status::text AS status, attempt FROM opledger.operations WHERE operation_id = $1', [operationId]);
+      return r.rows[0] ? { status: r.rows[0].status, attempt: Number(r.rows[0].attempt) } : null;
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,46 @@
+-- SPEC §8, docs/security.md: tenants. The calling role is the session's role outside
+-- the extension's SECURITY DEFINER functions (what SET ROLE made it). Its tenant:
+-- '*' (every tenant) for superusers and members of opledger_admin; else the tenant
+-- mapped in opledger.role_tenants to it or to a role it is a member of ('*' there
+-- too means every tenant; two different tenants are an error, 42501); else the
+-- unscoped tenant '', which is all a single-tenant installation ever uses.
+
+CREATE FUNCTION opledger.current_tenant() RETURNS text
+    LANGUAGE c STABLE PARALLEL RESTRICTED SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET jit = off
+    AS 'MODULE_PATHNAME', 'opledger_current_tenant';
+COMMENT ON FUNCTION opledger.current_tenant() IS
+    'The tenant the calling role acts for: '''' (unscoped), a tenant name, or ''*'' (every tenant)';
+
+CREATE FUNCTION opledger.set_role_tenant(member regrole, tenant text) RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF member IS NULL THEN
+        RAISE EXCEPTION 'set_role_tenant: member must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF tenant IS NULL THEN
+        DELETE FROM opledger.role_tenants AS r WHERE r.member OPERATOR(pg_catalog.=) member;
+        RETURN;
+    END IF;
+    IF tenant = '' OR octet_length(tenant) > 256 THEN
+        RAISE EXCEPTION 'set_role_tenant: tenant must be 1 to 256 bytes' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO opledger.role_tenants AS r (member, tenant) VALUES (member, tenant)
+    ON CONFLICT ON CONSTRAINT role_tenants_pkey DO UPDATE SET tenant = excluded.tenant;
+END
+$$;
+COMMENT ON FUNCTION opledger.set_role_tenant(regrole, text) IS
+    'Maps a role (and its members) to a tenant (''*'': every tenant); NULL removes the mapping';
+
+-- Direct reads see the caller's tenant only (the scalar subqueries run once per query).
+CREATE POLICY tenant_scope ON opledger.operations FOR SELECT
+    USING (tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant())
+           OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*');
+CREATE POLICY tenant_scope ON opledger.events FOR SELECT
+    USING (tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant())
+           OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*');

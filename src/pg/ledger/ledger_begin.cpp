@@ -190,17 +190,16 @@ private:
 };
 
 // A NOTICE the first time a session uses a tool that was never registered (a typo
-// such as "emial.send" would otherwise run silently under the default policy). Tool
-// names are identifiers, not argument values, so naming one is safe. Kept per
-// backend, for at most kMaxNoticedTools names.
+// such as "emial.send" would otherwise run silently under the default policy). It
+// does not repeat the name: it is a value of the call (SPEC §6), and the caller
+// knows which call it just made. Kept per backend, for at most kMaxNoticedTools names.
 void notice_unregistered(const std::string& tool) {
     static std::unordered_set<std::string> noticed;
     constexpr std::size_t kMaxNoticedTools = 1024;
     if (noticed.count(tool) != 0 || noticed.size() >= kMaxNoticedTools) return;
     noticed.insert(tool);
-    const char* name = tool.c_str();
     pg_call([&] {
-        ereport(NOTICE, (errmsg("opledger: tool \"%s\" is not registered", name),
+        ereport(NOTICE, (errmsg("opledger: the tool of this call is not registered"),
                          errdetail("op_begin treats it as non_idempotent_write with the default policy "
                                    "(5 attempts, 5-minute lease, backoff from 1 second to 5 minutes)."),
                          errhint("If that is not what it is, an admin registers it with opledger.register_tool "

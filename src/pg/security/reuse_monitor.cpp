@@ -268,14 +268,13 @@ void log_escape(char* out, std::size_t out_size, const char* text) noexcept {
     out[o] = '\0';
 }
 
+// The line names the tenant and the database role, never the operation ID or the
+// tool: they are values of the call's arguments (SPEC §6: no log line carries one).
+// opledger.rejected_reuses names the operation, for the roles that may see it.
 void log_guarded(void* arg) noexcept {
     auto* r = static_cast<Rejection*>(arg);
-    char operation_id[4 * kOperationIdBytes + 1];
-    char tool[4 * kToolBytes + 1];
     char tenant[4 * kTenantBytes + 1];
     char role[4 * NAMEDATALEN + 1];
-    log_escape(operation_id, sizeof operation_id, r->key.operation_id);
-    log_escape(tool, sizeof tool, r->key.tool);
     log_escape(tenant, sizeof tenant, r->key.tenant);
     log_escape(role, sizeof role, NameStr(r->role));
     char count_text[160] = "";
@@ -289,7 +288,7 @@ void log_guarded(void* arg) noexcept {
     // literal arguments, and so the very secret being guessed.
     ereport(LOG_SERVER_ONLY,
             (errcode(kOL001), errmsg("opledger: rejected reuse of an operation ID"),
-             errdetail("Operation ID \"%s\", tool \"%s\", tenant \"%s\", role \"%s\".%s", operation_id, tool, tenant,
+             errdetail("Tenant \"%s\", role \"%s\".%s See opledger.rejected_reuses for the operation.", tenant,
                        role, count_text),
              errhidestmt(true), errhidecontext(true)));
 }

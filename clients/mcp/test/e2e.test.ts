@@ -340,9 +340,22 @@ describe('fault server: outcomes recorded honestly', () => {
   });
 
   test('SIGTERM with a call in flight: the gateway reports it unknown before it exits', async () => {
-    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    // The downstream call takes 3 s here, under a 10 s timeout (a config of this test's
+    // own), and SIGTERM is sent once the ledger shows the attempt running: the call is
+    // in flight then, however loaded the machine is.
+    const termCfg = writeConfig('fault-term', {
+      server: 'fault-test',
+      toolPrefix: 'fault.',
+      tools: { send: { effect: 'non_idempotent_write', guarantee: 'read_before_write', timeout: '10s', lease: '30 seconds',
+                       idempotencyKey: { argument: 'reference' } } },
+    });
+    const host = await connectHost({ config: termCfg, server: FAULT, env: { ...fenv, FAULT_SLOW_MS: '3000' } });
     const p = host.client.callTool({ name: 'send', arguments: { item: 'term-1', fault: 'slow' } }).catch((e) => e);
-    await sleep(80);
+    for (let i = 0; i < 200; i++) {
+      const r = await sql("SELECT status::text FROM opledger.operations WHERE args->>'item' = 'term-1'");
+      if (r.length === 1 && r[0].status === 'pending') break;
+      await sleep(25);
+    }
     process.kill(host.pid!, 'SIGTERM');
     await p;
     await sleep(300);

@@ -11,9 +11,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "pg/boundary.hpp"
 #include "pg/ledger/ledger_caller.hpp"
@@ -22,21 +19,16 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wregister"
 extern "C" {
-#include "catalog/pg_collation_d.h"
 #include "catalog/pg_type_d.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "nodes/pg_list.h"
-#include "nodes/value.h"
-#include "parser/parse_func.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
-#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }

@@ -166,4 +166,15 @@ SELECT decision FROM opledger.op_begin('cr-21', 'cr_nonidem', '{}');
 DELETE FROM opledger.operations WHERE operation_id = 'cr-21';
 SELECT decision FROM opledger.op_begin('cr-21', 'cr_nonidem', '{}');
 
+-- an operator's BEFORE row triggers on operations (which the recipe's tables must not
+-- keep when distributed): the writes then return the row as stored (RETURNING);
+-- dropped again before the schema is checked
+CREATE FUNCTION pg_temp.keep_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+CREATE TRIGGER cr_keep_insert BEFORE INSERT ON opledger.operations FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+CREATE TRIGGER cr_keep_update BEFORE UPDATE ON opledger.operations FOR EACH ROW EXECUTE FUNCTION pg_temp.keep_row();
+SELECT decision FROM opledger.op_begin('cr-22', 'cr_nonidem', '{}');
+SELECT status FROM opledger.op_succeed('cr-22', '{}');
+DROP TRIGGER cr_keep_insert ON opledger.operations;
+DROP TRIGGER cr_keep_update ON opledger.operations;
+
 SELECT pg_stat_force_next_flush();

@@ -7,7 +7,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(32);
+SELECT plan(36);
 
 SELECT opledger.register_tool('ep', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
 
@@ -216,6 +216,35 @@ SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-1'),
 SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-2'),
           (SELECT to_jsonb(o) FROM opledger.operations AS o WHERE operation_id = 'ret-2'),
           'with a dropped column in operations, op_succeed still returns the stored row');
+
+-- Without a trigger that could change it, a report answers from the values it wrote
+-- (its UPDATE returns nothing); those must be the stored row too, for every report.
+SELECT opledger.op_begin('ret-3', 'ep', '{"a":3}', worker => 'w');
+INSERT INTO pg_temp.returned
+SELECT 'ret-3 unknown', to_jsonb(r) FROM opledger.op_mark_unknown('ret-3', provider_ref => 'p3') AS r;
+SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-3 unknown'),
+          (SELECT to_jsonb(o) FROM opledger.operations AS o WHERE operation_id = 'ret-3'),
+          'op_mark_unknown returns the stored row');
+INSERT INTO pg_temp.returned
+SELECT 'ret-3 resolve', to_jsonb(r) FROM opledger.op_resolve('ret-3', 'applied', '{"r":3}', resolver => 'me') AS r;
+SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-3 resolve'),
+          (SELECT to_jsonb(o) FROM opledger.operations AS o WHERE operation_id = 'ret-3'),
+          'op_resolve returns the stored row');
+SELECT opledger.op_begin('ret-4', 'ep', '{"a":4}', worker => 'w');
+INSERT INTO pg_temp.returned
+SELECT 'ret-4', to_jsonb(r) FROM opledger.op_fail('ret-4', '{"e":4}', retryable => true) AS r;
+SELECT is((SELECT row_json FROM pg_temp.returned WHERE operation_id = 'ret-4'),
+          (SELECT to_jsonb(o) FROM opledger.operations AS o WHERE operation_id = 'ret-4'),
+          'op_fail returns the stored row');
+
+-- A BEFORE UPDATE trigger that changes the row: the report answers what was stored.
+CREATE FUNCTION pg_temp.stamp_ref() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN NEW.provider_ref := 'set-by-trigger'; RETURN NEW; END $$;
+CREATE TRIGGER stamp_ref BEFORE UPDATE ON opledger.operations FOR EACH ROW EXECUTE FUNCTION pg_temp.stamp_ref();
+SELECT opledger.op_begin('ret-5', 'ep', '{"a":5}', worker => 'w');
+SELECT is((SELECT provider_ref FROM opledger.op_succeed('ret-5', '{"r":5}', provider_ref => 'p5')), 'set-by-trigger',
+          'with a row-changing update trigger, op_succeed answers the stored row');
+DROP TRIGGER stamp_ref ON opledger.operations;
 
 SELECT * FROM finish();
 ROLLBACK;

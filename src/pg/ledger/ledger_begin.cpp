@@ -165,7 +165,7 @@ private:
         if (auto* refusal = std::get_if<core::ledger::Refusal>(&verdict))
             raise_reuse(*refusal, *row, fp_, doc_, given_alg, given_hash, caller_);
         const core::ledger::Transition& t = std::get<core::ledger::Transition>(verdict);
-        store(*row, t, values_, now_);
+        store(*row, t, values_, now_, ReturnRow::no);
         return begin_result(desc, *row, *t.decision, t.retry_after);
     }
 

@@ -98,7 +98,7 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
         auto found = policies.find(row->tool);
         if (found == policies.end())
             found = policies.emplace(row->tool, policy_for(row->tool_datum.datum, false).rules).first;
-        store(*row, sm::expire_lease(row->state, found->second, now, "op_sweep"), values, now);
+        store(*row, sm::expire_lease(row->state, found->second, now, "op_sweep"), values, now, ReturnRow::no);
         ++swept;
     }
     fold_counter_deltas(std::numeric_limits<int>::max());
@@ -136,7 +136,7 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
         std::optional<OperationRow> row = candidates.next();
         if (!row) break;
         if (!sm::claimable(row->state, now) || !may_touch(caller, row->tenant)) continue;
-        const std::optional<WrittenRow> written = store(*row, sm::claim(row->state, call, now), values, now);
+        const std::optional<WrittenRow> written = store(*row, sm::claim(row->state, call, now), values, now, ReturnRow::yes);
         if (!written) continue;
         ++claimed;
         operations_values(*written, desc, out_value_ptr, out_nulls, readable);

@@ -68,7 +68,7 @@ Datum report(FunctionCallInfo fcinfo, const char* function, PolicyNeed need, Cal
     values.role = Value::of(string_to_text(caller.role_name));
     sm::Verdict verdict = decide(locked, values, now);
     if (auto* refusal = std::get_if<sm::Refusal>(&verdict)) raise_refusal(*refusal);
-    const std::optional<WrittenRow> written = store(locked.row, std::get<sm::Transition>(verdict), values, now);
+    const std::optional<WrittenRow> written = store(locked.row, std::get<sm::Transition>(verdict), values, now, ReturnRow::yes);
     if (!written) throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("opledger: ") + function + " wrote no row");
     const Datum out = return_operations_row(*written, desc, readable_payloads(caller.role));
     spi.finish();

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "pg/ledger/ledger_tables.hpp"
+
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
@@ -98,6 +100,15 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
             nulls[i] = true;
             continue;
         }
+        if (w.tuple == nullptr) {
+            const int column = written_column_index(name);
+            if (column < 0)
+                throw SqlError(ERRCODE_UNDEFINED_COLUMN, "opledger: the result has a column opledger.operations lacks",
+                               "The result row type and the table disagree; reinstall or update the extension.");
+            values[i] = w.values[column];
+            nulls[i] = w.nulls[column] == 'n';
+            continue;
+        }
         // The operations row type and RETURNING o.* share the table's order.
         const int attno = returned_attno(w.desc, NameStr(attr->attname), i);
         values[i] = SPI_getbinval(w.tuple, w.desc, attno, &nulls[i]);
@@ -107,7 +118,7 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
 Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadablePayloads& readable) {
     // A caller who may read the whole row, and a statement that returned it in the
     // result's own layout: the row is handed back as it is.
-    if (readable.all() && same_layout(w.desc, desc)) {
+    if (w.tuple != nullptr && readable.all() && same_layout(w.desc, desc)) {
         const HeapTuple tuple = w.tuple;
         return pg_call([&] { return PointerGetDatum(SPI_returntuple(tuple, desc)); });
     }

@@ -16,10 +16,8 @@ namespace {
 // Saved plans live in CacheMemoryContext (SPI_keepplan) for the backend's lifetime.
 SPIPlanPtr saved_plans[static_cast<int>(PlanId::count_)] = {};
 
-SPIPlanPtr plan_for(PlanId id) {
-    const int index = static_cast<int>(id);
-    if (saved_plans[index] != nullptr) return saved_plans[index];
-    const StatementText text = statement_text(id);
+// Prepares a statement with a generic plan and keeps it for the backend's lifetime.
+SPIPlanPtr prepare_kept(const StatementText& text) {
     const char* sql = text.sql.c_str();
     const int nargs = static_cast<int>(text.types.size());
     Oid* types = const_cast<Oid*>(text.types.data());
@@ -39,14 +37,43 @@ SPIPlanPtr plan_for(PlanId id) {
     if (plan == nullptr)
         throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: could not prepare a ledger statement",
                        std::string("SPI returned ") + SPI_result_code_string(failure) + ".");
-    saved_plans[index] = plan;
     return plan;
 }
 
-}  // namespace
+SPIPlanPtr plan_for(PlanId id) {
+    const int index = static_cast<int>(id);
+    if (saved_plans[index] == nullptr) saved_plans[index] = prepare_kept(statement_text(id));
+    return saved_plans[index];
+}
 
-int execute(PlanId id, const Datum* values, const char* nulls, long count) {
-    SPIPlanPtr plan = plan_for(id);
+// The saved UPDATEs, by shape. Few shapes occur (one or two per kind of
+// transition), so a short array searched in order is enough. Should more ever
+// occur, the others run as the statement that writes every column (saved apart).
+struct UpdateShape {
+    ColumnSet columns;
+    bool returning = false;
+    SPIPlanPtr plan = nullptr;
+};
+UpdateShape update_shapes[kMaxUpdateShapes];
+int update_shape_count = 0;
+SPIPlanPtr every_column_plans[2] = {};  // [returning]
+
+SPIPlanPtr update_plan_for(ColumnSet columns, bool returning) {
+    for (int i = 0; i < update_shape_count; ++i) {
+        const UpdateShape& shape = update_shapes[i];
+        if (shape.columns.bits == columns.bits && shape.returning == returning) return shape.plan;
+    }
+    if (update_shape_count == kMaxUpdateShapes) {
+        SPIPlanPtr& every = every_column_plans[returning ? 1 : 0];
+        if (every == nullptr) every = prepare_kept(update_operation(transition_columns(), returning));
+        return every;
+    }
+    SPIPlanPtr plan = prepare_kept(update_operation(columns, returning));
+    update_shapes[update_shape_count++] = UpdateShape{columns, returning, plan};
+    return plan;
+}
+
+int run_plan(SPIPlanPtr plan, const Datum* values, const char* nulls, long count) {
     Datum* mutable_values = const_cast<Datum*>(values);
     const int rc = pg_call([&] { return SPI_execute_plan(plan, mutable_values, nulls, false, count); });
     if (rc < 0) {
@@ -54,6 +81,16 @@ int execute(PlanId id, const Datum* values, const char* nulls, long count) {
                        std::string("SPI returned ") + SPI_result_code_string(rc) + ".");
     }
     return rc;
+}
+
+}  // namespace
+
+int execute(PlanId id, const Datum* values, const char* nulls, long count) {
+    return run_plan(plan_for(id), values, nulls, count);
+}
+
+int execute_update(ColumnSet columns, bool returning, const Datum* values, const char* nulls) {
+    return run_plan(update_plan_for(columns, returning), values, nulls, 0);
 }
 
 Datum column(SPITupleTable* table, uint64 row, int column_index_0, bool* is_null) {

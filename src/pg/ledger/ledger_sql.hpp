@@ -37,8 +37,8 @@ enum class PlanId : int {
     hmac_key_create,   // create it when missing
     read_operation,    // one operation, unlocked
     lock_operation,    // one operation, FOR UPDATE
-    insert_operation,  // a new operation (ON CONFLICT DO NOTHING), RETURNING it
-    update_operation,  // any transition of a locked operation, RETURNING o.*
+    insert_operation,  // a new operation (ON CONFLICT DO NOTHING)
+    insert_operation_returning,  // the same, RETURNING it (a trigger may change it)
     insert_event,      // one audit-trail row
     insert_first_event,  // a new operation's first event, unless its seq is taken (ON CONFLICT DO NOTHING)
     insert_deltas,     // one call's counts (opledger.counter_deltas)
@@ -58,6 +58,21 @@ enum class PlanId : int {
 
 // Runs a saved plan; returns the SPI result code (>= 0) or throws.
 int execute(PlanId id, const Datum* values, const char* nulls, long count);
+
+// A set of column positions (bit i: column i of a table's column list).
+struct ColumnSet {
+    uint64_t bits = 0;
+    bool has(int column) const { return (bits >> column & 1) != 0; }
+    void add(int column) { bits |= uint64_t{1} << column; }
+};
+
+// Runs the UPDATE of a locked operation that writes only `columns` (and updated_at),
+// RETURNING o.* when `returning` (ledger_tables.hpp, update_operation): an UPDATE
+// that names only what changed builds a smaller plan each time it runs. One saved
+// plan per shape; past kMaxUpdateShapes, a new shape runs as the statement that
+// writes every column.
+int execute_update(ColumnSet columns, bool returning, const Datum* values, const char* nulls);
+inline constexpr int kMaxUpdateShapes = 48;
 
 // A column of the current SPI_tuptable row.
 Datum column(SPITupleTable* table, uint64 row, int column_index_0, bool* is_null);

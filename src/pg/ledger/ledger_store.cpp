@@ -10,11 +10,16 @@
 #include "pg/ledger/ledger_tables.hpp"
 
 extern "C" {
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_type_d.h"
+#include "catalog/namespace.h"
 #include "commands/async.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/numeric.h"
 }
 
@@ -81,7 +86,7 @@ int int_at(SPITupleTable* table, uint64 index, int col) {
 // ---------------------------------------------------------------------------
 // Writing
 
-// The parameters of insert_operation / update_operation.
+// The parameters of insert_operation / update_operation (one per column, then the time).
 struct OperationParams {
     std::array<Datum, kOperationParams> values{};
     std::array<char, kOperationParams> nulls{};
@@ -118,7 +123,7 @@ Value payload_after(const Value& before, sm::Payload payload, const Value& from_
 }
 
 // The columns written when an operation is created and never changed after
-// (update_operation does not read these parameters, so a transition leaves them NULL).
+// (no update_operation writes these columns, so a transition leaves their parameters NULL).
 enum class Identity { set, leave_null };
 
 void fill_params(OperationParams& p, const OperationRow& row, const sm::OperationState& s, sm::Micros now,
@@ -163,8 +168,29 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     p.set_text(oc_resolved_role, s.resolved_role);
     p.set(oc_result_fingerprint, row.result_fingerprint);
     p.set(op_now, Value::of(TimestampTzGetDatum(now)));
-    p.set_bool(op_set_result, false);
-    p.set_bool(op_set_error, false);
+}
+
+// Whether a transition changed a column: its parameter before and after. Texts are
+// compared byte for byte (both are built by fill_params); an unknown type counts as
+// changed, which only writes a column again.
+bool same_param(const OperationParams& before, const OperationParams& after, int column) {
+    const bool null_before = before.nulls[column] == 'n', null_after = after.nulls[column] == 'n';
+    if (null_before || null_after) return null_before && null_after;
+    const Datum a = before.values[column], b = after.values[column];
+    switch (operation_column_type(column)) {
+        case INT4OID:
+        case BOOLOID:
+        case TIMESTAMPTZOID:
+            return a == b;  // by value
+        case TEXTOID: {
+            const auto* x = reinterpret_cast<const struct varlena*>(DatumGetPointer(a));
+            const auto* y = reinterpret_cast<const struct varlena*>(DatumGetPointer(b));
+            if (VARATT_IS_EXTENDED(x) || VARATT_IS_EXTENDED(y)) return false;
+            return VARSIZE(x) == VARSIZE(y) && memcmp(VARDATA(x), VARDATA(y), VARSIZE(x) - VARHDRSZ) == 0;
+        }
+        default:
+            return false;
+    }
 }
 
 // An event's detail object: the state machine's items, plus the call's payload
@@ -410,6 +436,53 @@ void store_events_and_counts(const OperationRow& row, const sm::Transition& t, c
     add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
+// Whether a BEFORE row trigger (an operator's: the extension has none) on INSERT or
+// UPDATE may change the row written, so that the call must answer from the row as
+// stored (RETURNING). The table is locked as the statement locks it (RowExclusiveLock,
+// held to the end of the transaction, so no trigger can be added before it runs); the
+// relcache says. A read-only transaction (a standby's, too) takes no such lock: its
+// write is refused by the executor, with the executor's error.
+enum class Write { insert, update };
+bool row_changing_trigger(Write write) {
+    if (XactReadOnly) return true;
+    return pg_call([write] {
+        const Oid relid = get_relname_relid("operations", get_namespace_oid("opledger", false));
+        Relation rel = table_open(relid, RowExclusiveLock);
+        const TriggerDesc* triggers = rel->trigdesc;
+        const bool has = triggers != nullptr &&
+                         (write == Write::insert ? triggers->trig_insert_before_row : triggers->trig_update_before_row);
+        table_close(rel, NoLock);
+        return has;
+    });
+}
+
+// The values of a row as written (WrittenRow without a tuple): the parameters of its
+// statement, with the identity columns, the status as the enum, and the times.
+WrittenRow written_values(const OperationRow& row, const OperationParams& p, sm::Micros now) {
+    if (!row.has_times) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: a report read its row without its times");
+    WrittenRow w;
+    w.values.assign(kWrittenColumns, 0);
+    w.nulls.assign(kWrittenColumns, 'n');
+    OperationParams identity;
+    fill_params(identity, row, row.state, now, Identity::set);
+    const ColumnSet transition = transition_columns();
+    for (int i = 0; i < kOperationColumns; ++i) {
+        const OperationParams& source = transition.has(i) ? p : identity;
+        w.values[i] = source.values[i];
+        w.nulls[i] = source.nulls[i];
+    }
+    w.values[oc_status] = ObjectIdGetDatum(status_oids.label[static_cast<int>(row.state.status)]);
+    w.nulls[oc_status] = ' ';
+    auto put = [&](int column, const Value& v) {
+        w.values[column] = v.null ? 0 : v.datum;
+        w.nulls[column] = v.null ? 'n' : ' ';
+    };
+    put(wc_created_at, row.created_at);
+    put(wc_updated_at, Value::of(TimestampTzGetDatum(now)));
+    put(wc_purged_at, row.purged_at);
+    return w;
+}
+
 }  // namespace
 
 OperationRow read_operation(SPITupleTable* table, uint64 index) {
@@ -452,6 +525,11 @@ OperationRow read_operation(SPITupleTable* table, uint64 index) {
     s.approved_role = text_at(table, index, oc_approved_role);
     s.resolved_role = text_at(table, index, oc_resolved_role);
     row.result_fingerprint = value_at(table, index, oc_result_fingerprint);
+    if (table->tupdesc->natts > kSelectPurgedAt) {
+        row.created_at = value_at(table, index, kSelectCreatedAt);
+        row.purged_at = value_at(table, index, kSelectPurgedAt);
+        row.has_times = true;
+    }
     return row;
 }
 
@@ -472,9 +550,13 @@ std::optional<OperationRow> insert_operation(const OperationRow& given, const sm
     row.event_seq = static_cast<int>(t.events.size());
     OperationParams p;
     fill_params(p, row, t.after, now, Identity::set);
-    execute(PlanId::insert_operation, p.values.data(), p.nulls.data(), 0);
+    const bool returning = row_changing_trigger(Write::insert);
+    execute(returning ? PlanId::insert_operation_returning : PlanId::insert_operation, p.values.data(),
+            p.nulls.data(), 0);
     if (SPI_processed != 1) return std::nullopt;
-    return read_operation(SPI_tuptable, 0);
+    if (returning) return read_operation(SPI_tuptable, 0);
+    row.state = t.after;
+    return row;
 }
 
 void store_new(const OperationRow& inserted, const sm::Transition& t, const CallValues& call, sm::Micros now) {
@@ -501,27 +583,53 @@ void store_new(const OperationRow& inserted, const sm::Transition& t, const Call
     add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
-std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now) {
+std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now,
+                                ReturnRow return_row) {
     const sm::Status before = row.state.status;
     std::optional<WrittenRow> written;
-    row.event_seq += static_cast<int>(t.events.size());
     if (t.row_changed) {
+        // The row as it is now (its event_seq includes the seqs the lock reserved)...
+        OperationParams was;
+        fill_params(was, row, row.state, now, Identity::leave_null);
+        was.set_int(oc_event_seq, row.event_seq + row.seqs_reserved);
+        // ...and after the transition; the UPDATE names only the columns that differ.
+        row.event_seq += static_cast<int>(t.events.size());
         row.result = payload_after(row.result, t.result, call.payload);
         if (t.result != sm::Payload::keep)
             row.result_fingerprint = t.result == sm::Payload::from_call ? call.payload_fingerprint : Value{};
         row.error = payload_after(row.error, t.error, call.payload);
         OperationParams p;
         fill_params(p, row, t.after, now, Identity::leave_null);
-        p.set_bool(op_set_result, t.result != sm::Payload::keep);
-        p.set_bool(op_set_error, t.error != sm::Payload::keep);
-        execute(PlanId::update_operation, p.values.data(), p.nulls.data(), 0);
+        ColumnSet changed;
+        const ColumnSet transition = transition_columns(), payloads = payload_columns();
+        for (int i = 0; i < kOperationColumns; ++i)
+            if (transition.has(i) && !payloads.has(i) && !same_param(was, p, i)) changed.add(i);
+        if (t.result != sm::Payload::keep) {
+            changed.add(oc_result);
+            changed.add(oc_result_fingerprint);
+        }
+        if (t.error != sm::Payload::keep) changed.add(oc_error);
+        const bool returning = return_row == ReturnRow::yes && row_changing_trigger(Write::update);
+        execute_update(changed, returning, p.values.data(), p.nulls.data());
         if (SPI_processed != 1)
             throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the locked operation row was not updated");
-        written = WrittenRow{SPI_tuptable->vals[0], SPI_tuptable->tupdesc};
-    } else if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
-        // Nothing else changes (a replay, an answer to wait): only the last seq.
-        Datum values[2] = {row.operation_id.datum, Int32GetDatum(row.event_seq)};
-        execute(PlanId::bump_event_seq, values, nullptr, 0);
+        if (returning) {
+            WrittenRow returned;
+            returned.tuple = SPI_tuptable->vals[0];
+            returned.desc = SPI_tuptable->tupdesc;
+            written = std::move(returned);
+        } else if (return_row == ReturnRow::yes) {
+            OperationRow after = row;
+            after.state = t.after;
+            written = written_values(after, p, now);
+        }
+    } else {
+        row.event_seq += static_cast<int>(t.events.size());
+        if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
+            // Nothing else changes (a replay, an answer to wait): only the last seq.
+            Datum values[2] = {row.operation_id.datum, Int32GetDatum(row.event_seq)};
+            execute(PlanId::bump_event_seq, values, nullptr, 0);
+        }
     }
     row.state = t.after;
     store_events_and_counts(row, t, call, now);

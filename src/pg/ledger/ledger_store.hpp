@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/ledger/state_machine.hpp"
 #include "pg/ledger/ledger_sql.hpp"
@@ -39,6 +40,8 @@ struct OperationRow {
     Value result_fingerprint;  // bytea: keyed hash of the unredacted result (tools with redact paths)
     std::string tenant;   // '' unscoped
     std::optional<std::string> created_role;
+    Value created_at, purged_at;  // timestamptz, when read (has_times: not by op_begin's reads)
+    bool has_times = false;
     int event_seq = 0;    // seq of its last event
     int seqs_reserved = 0;  // seqs after event_seq the row already holds (lock_operation_reserving_seq)
 };
@@ -58,21 +61,28 @@ struct CallValues {
     Value payload_fingerprint;  // bytea, tools with redact paths: keyed hash of the payload as given
 };
 
-// A row as the statement that wrote it returned it (RETURNING o.*).
+// A row as the statement that wrote it returned it (RETURNING o.*), or, when no
+// trigger could have changed it, the values written (by column: ledger_tables.hpp,
+// kWrittenColumns), which saves the UPDATE a projection of every column.
 struct WrittenRow {
     HeapTuple tuple = nullptr;
     TupleDesc desc = nullptr;
+    std::vector<Datum> values;  // when tuple is null
+    std::vector<char> nulls;    // 'n' for NULL
 };
 
 // Inserts a new operation: identity and fingerprint from `row`, state from the
-// transition (state_machine's begin_new). Returns the stored row (as triggers left
-// it), or nothing when the ID exists already (nothing written then).
+// transition (state_machine's begin_new). Returns the row as written, or nothing
+// when the ID exists already (nothing written then).
 std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, sm::Micros now);
 
-// Writes a transition of an existing, locked operation: the row (when it changed),
-// the events and the counts. `row` becomes the row after. The returned row is the
-// UPDATE's RETURNING o.* (nothing when the row did not change).
-std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now);
+// Writes a transition of an existing, locked operation: the row (when it changed:
+// only the columns that changed, and updated_at), the events and the counts. `row`
+// becomes the row after. With ReturnRow::yes the row as written is returned
+// (nothing when the row did not change).
+enum class ReturnRow { no, yes };
+std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now,
+                                ReturnRow return_row);
 
 // The events and counts of a transition whose row was just inserted.
 void store_new(const OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now);

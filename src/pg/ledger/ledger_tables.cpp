@@ -2,6 +2,8 @@
 #include "pg/ledger/ledger_tables.hpp"
 
 #include <array>
+#include <string_view>
+#include <unordered_map>
 
 extern "C" {
 #include "catalog/pg_type_d.h"
@@ -95,32 +97,33 @@ const std::array<const char*, kCounterColumns> kCounters = {{
 
 std::string param(int position) { return "$" + std::to_string(position + 1); }
 
-// "o.operation_id, o.conversation_id, ..." (status as the enum itself: it is
-// mapped to the state machine's Status by its OID, see ledger_rows.cpp).
-std::string operation_select_list() {
+// "o.operation_id, o.conversation_id, ..., o.created_at, o.purged_at" (status as the
+// enum itself: it is mapped to the state machine's Status by its OID, see
+// ledger_store.cpp).
+// With `times`, also the columns a report's answer needs that no parameter holds
+// (kSelectCreatedAt, kSelectPurgedAt); op_begin's reads go without them.
+std::string operation_select_list(bool times) {
     std::string out;
     for (const auto& c : kOperations) {
         if (!out.empty()) out += ", ";
         out += "o.";
         out += c.name;
     }
-    return out;
+    return times ? out + ", o.created_at, o.purged_at" : out;
 }
 
 std::string operation_select(const char* where_and_after) {
-    return "SELECT " + operation_select_list() + " FROM opledger.operations AS o " + where_and_after;
+    return "SELECT " + operation_select_list(true) + " FROM opledger.operations AS o " + where_and_after;
 }
 
 std::vector<Oid> operation_param_types() {
     std::vector<Oid> types;
     for (const auto& c : kOperations) types.push_back(c.type);
     types.push_back(TIMESTAMPTZOID);  // op_now
-    types.push_back(BOOLOID);         // op_set_result
-    types.push_back(BOOLOID);         // op_set_error
     return types;
 }
 
-StatementText insert_operation() {
+StatementText insert_operation(bool returning) {
     std::string columns, values;
     for (int i = 0; i < kOperationColumns; ++i) {
         columns += kOperations[i].name;
@@ -129,31 +132,62 @@ StatementText insert_operation() {
     }
     columns += "created_at, updated_at";
     values += param(op_now) + ", " + param(op_now);
+    // Without RETURNING the row is what the parameters say (SPI_processed tells whether
+    // it was written): a returned row costs a projection of every column per call, and
+    // is asked for only when a trigger may change the row (ledger_store.cpp).
     return {"INSERT INTO opledger.operations AS o (" + columns + ") VALUES (" + values +
-                ") ON CONFLICT (operation_id) DO NOTHING RETURNING " + operation_select_list(),
+                ") ON CONFLICT (operation_id) DO NOTHING" + (returning ? " RETURNING " + operation_select_list(false) : ""),
             operation_param_types()};
 }
 
-StatementText update_operation() {
+}  // namespace
+
+StatementText update_operation(ColumnSet columns, bool returning) {
     std::string set;
     for (int i = 0; i < kOperationColumns; ++i) {
         const OperationColumnSpec& c = kOperations[i];
-        if (c.written == Written::on_insert) continue;
+        if (c.written == Written::on_insert || !columns.has(i)) continue;
         set += c.name;
         set += " = ";
-        if (c.written == Written::payload) {
-            const int flag = i == oc_error ? op_set_error : op_set_result;  // result and its fingerprint
-            set += "CASE WHEN " + param(flag) + " THEN " + param(i) + " ELSE o." + c.name + " END";
-        } else {
-            set += param(i) + c.cast;
-        }
+        set += param(i) + c.cast;
         set += ", ";
     }
     set += "updated_at = " + param(op_now);
     return {"UPDATE opledger.operations AS o SET " + set + " WHERE o.operation_id OPERATOR(pg_catalog.=) " +
-                param(oc_operation_id) + " RETURNING o.*",
+                param(oc_operation_id) + (returning ? " RETURNING o.*" : ""),
             operation_param_types()};
 }
+
+ColumnSet transition_columns() {
+    ColumnSet out;
+    for (int i = 0; i < kOperationColumns; ++i)
+        if (kOperations[i].written != Written::on_insert) out.add(i);
+    return out;
+}
+
+ColumnSet payload_columns() {
+    ColumnSet out;
+    for (int i = 0; i < kOperationColumns; ++i)
+        if (kOperations[i].written == Written::payload) out.add(i);
+    return out;
+}
+
+Oid operation_column_type(int column) { return kOperations[column].type; }
+
+int written_column_index(const char* name) {
+    static const std::unordered_map<std::string_view, int> positions = [] {
+        std::unordered_map<std::string_view, int> out;
+        for (int i = 0; i < kOperationColumns; ++i) out.emplace(kOperations[i].name, i);
+        out.emplace("created_at", wc_created_at);
+        out.emplace("updated_at", wc_updated_at);
+        out.emplace("purged_at", wc_purged_at);
+        return out;
+    }();
+    const auto found = positions.find(name);
+    return found == positions.end() ? -1 : found->second;
+}
+
+namespace {
 
 StatementText insert_event(const char* on_conflict = "") {
     std::string columns, values;
@@ -259,9 +293,9 @@ StatementText statement_text(PlanId id) {
         case PlanId::lock_operation:
             return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE"), {TEXTOID}};
         case PlanId::insert_operation:
-            return insert_operation();
-        case PlanId::update_operation:
-            return update_operation();
+            return insert_operation(false);
+        case PlanId::insert_operation_returning:
+            return insert_operation(true);
         case PlanId::insert_event:
             return insert_event();
         case PlanId::insert_first_event:
@@ -310,7 +344,7 @@ StatementText statement_text(PlanId id) {
             // an op_begin that changes nothing else (a replay, an answer to wait)
             // writes the row once. RETURNING shows the row after, event_seq included.
             return {"UPDATE opledger.operations AS o SET event_seq = o.event_seq OPERATOR(pg_catalog.+) 1 "
-                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1 RETURNING " + operation_select_list(),
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1 RETURNING " + operation_select_list(false),
                     {TEXTOID}};
         case PlanId::lock_operation_skip_locked:
             return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED"),

@@ -21,12 +21,17 @@ enum OperationColumn : int {
     oc_approved_role, oc_resolved_role, oc_result_fingerprint,
     kOperationColumns
 };
-// The parameters after the columns: the call's time (created_at / updated_at), and
-// for update_operation whether result and error take the given values.
+// The select list of the statements that read an operation: the columns above, then
+// (read_operation, lock_operation, lock_operation_skip_locked) these two.
+inline constexpr int kSelectCreatedAt = kOperationColumns, kSelectPurgedAt = kOperationColumns + 1;
+
+// The parameter after the columns: the call's time (created_at / updated_at).
 enum OperationParam : int {
-    op_now = kOperationColumns, op_set_result, op_set_error,
+    op_now = kOperationColumns,
     kOperationParams
 };
+
+static_assert(kOperationColumns <= 64, "a ColumnSet holds one bit per column");
 
 // opledger.events: the parameters of insert_event.
 enum EventColumn : int {
@@ -53,5 +58,24 @@ struct StatementText {
     std::vector<Oid> types;
 };
 StatementText statement_text(PlanId id);
+
+// The UPDATE of a locked operation that sets `columns` (those a transition may
+// change; the others are left out) and updated_at, with the parameters of
+// insert_operation; RETURNING o.* when `returning`.
+StatementText update_operation(ColumnSet columns, bool returning);
+// The columns a transition may change, and those of them that are payloads (result,
+// error, result_fingerprint: changed only when the transition says so).
+ColumnSet transition_columns();
+ColumnSet payload_columns();
+// The parameter type of a column.
+Oid operation_column_type(int column);
+
+// A written row's values, by column: the OperationColumns, then these (written but
+// not among the parameters); the position of a column by name, or -1.
+enum WrittenExtraColumn : int {
+    wc_created_at = kOperationColumns, wc_updated_at, wc_purged_at,
+    kWrittenColumns
+};
+int written_column_index(const char* name);
 
 }  // namespace opledger::pg::ledger

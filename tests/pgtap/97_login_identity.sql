@@ -82,12 +82,13 @@ CREATE ROLE t97_agent_u    LOGIN IN ROLE opledger_agent;                     -- 
 CREATE ROLE t97_recon_u    LOGIN IN ROLE opledger_reconciler;                -- unmapped
 CREATE ROLE t97_admin      LOGIN IN ROLE opledger_admin;                     -- every tenant
 CREATE ROLE t97_admin_a    LOGIN IN ROLE opledger_admin, t97_grp_a;          -- every tenant, may narrow to sec97-alpha
+CREATE ROLE t97_admin_ni   LOGIN NOINHERIT IN ROLE opledger_admin;           -- mapped to sec97-alpha; admin by SET ROLE only
 CREATE ROLE t97_agent_appr LOGIN IN ROLE opledger_agent, opledger_approver;  -- one login, two hats
 CREATE ROLE t97_appr       LOGIN IN ROLE opledger_approver;
 DO $$
 BEGIN
     PERFORM opledger.set_role_tenant(r::regrole, 'sec97-alpha')
-       FROM unnest(ARRAY['t97_agent_a', 't97_recon_a', 't97_dash_a', 't97_grp_a']) AS r;
+       FROM unnest(ARRAY['t97_agent_a', 't97_recon_a', 't97_dash_a', 't97_grp_a', 't97_admin_ni']) AS r;
     PERFORM opledger.set_role_tenant('t97_grp_b', 'sec97-beta');
     PERFORM opledger.register_tool('t97.tool', 'non_idempotent_write', backoff_base => '0', backoff_max => '0');
     PERFORM opledger.register_tool('t97.wire', 'irreversible', backoff_base => '0', backoff_max => '0');
@@ -136,6 +137,8 @@ SELECT is(pg_temp.as_login('t97_admin', NULL, 'SELECT opledger.current_tenant()'
           'login tenant: an admin login sees every tenant');
 SELECT is(pg_temp.as_login('t97_admin_a', 't97_grp_a', 'SELECT opledger.current_tenant()'), 'sec97-alpha',
           'login tenant: a login that sees every tenant may narrow itself with SET ROLE');
+SELECT is(pg_temp.as_login('t97_admin_ni', 'opledger_admin', 'SELECT opledger.current_tenant()'), '*',
+          'login tenant: a NOINHERIT member of opledger_admin sees every tenant after SET ROLE opledger_admin');
 SELECT is(pg_temp.value_as('t97_agent_a', 'SELECT opledger.current_tenant()') || '/'
           || pg_temp.value_as('t97_agent_u', 'SELECT opledger.current_tenant()'), 'sec97-alpha/',
           'login tenant: a superuser session that SET ROLEs acts for the role it became (as the other tests do)');

@@ -200,7 +200,7 @@ Datum op_approve(FunctionCallInfo fcinfo) {
             // write the table directly.
             if (began_it(caller, row.created_role, row.created_login))
                 throw SqlError(ERRCODE_INSUFFICIENT_PRIVILEGE,
-                               "op_approve: the role that began the operation cannot approve it",
+                               "op_approve: the login or role that began the operation cannot approve it",
                                "An irreversible operation needs the approval of another login and role.",
                                "Approve it from a login that is a member of opledger_approver and did not begin it.");
         });

@@ -92,6 +92,9 @@ CREATE TABLE opledger.operations (
     approved_role         text,                   -- the database role that approved (approved_by: its words)
     resolved_role         text,                   -- the database role that resolved (resolved_by: its words)
     result_fingerprint    bytea,                  -- tools with redact paths: keyed hash of the unredacted result
+    created_login         text,                   -- the login behind created_role (see the column comments)
+    approved_login        text,                   -- the login behind approved_role
+    resolved_login        text,                   -- the login behind resolved_role
     CONSTRAINT operations_pkey PRIMARY KEY (operation_id),
     CONSTRAINT operations_operation_id_check
         CHECK (operation_id <> '' AND pg_catalog.octet_length(operation_id) <= 1024),
@@ -99,6 +102,14 @@ CREATE TABLE opledger.operations (
 ) WITH (fillfactor = 90);
 COMMENT ON TABLE opledger.operations IS
     'The ledger: one row per operation ID (write it only through the opledger.op_* functions)';
+-- The login is the session user, which SET ROLE does not change: separation of duties
+-- compares it as well as the role (docs/security.md, "Identity and separation of duties").
+COMMENT ON COLUMN opledger.operations.created_login IS
+    'The login (session user) whose op_begin created the operation; created_role is the role it acted as. NULL: created before 0.4.0';
+COMMENT ON COLUMN opledger.operations.approved_login IS
+    'The login (session user) that approved; approved_role is the role it acted as. NULL: approved before 0.4.0, or not approved';
+COMMENT ON COLUMN opledger.operations.resolved_login IS
+    'The login (session user) that resolved; resolved_role is the role it acted as. NULL: resolved before 0.4.0, not resolved, or by a late success';
 
 -- op_sweep: pending ops by lease expiry.
 CREATE INDEX operations_lease_idx ON opledger.operations (lease_expires_at)
@@ -135,11 +146,14 @@ CREATE TABLE opledger.events (
     seq            integer NOT NULL,    -- order within the operation (from operations.event_seq, under its lock)
     role           text,                -- the database role that made the call (NULL: recorded before 0.3.0)
     tenant         text NOT NULL DEFAULT '',
+    login          text,                -- the login behind role (see the column comment)
     CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id),
     CONSTRAINT events_operation_id_seq_key UNIQUE (operation_id, seq)
 );
 COMMENT ON TABLE opledger.events IS
     'Append-only audit trail of every call that touched an operation, ordered by (operation_id, seq); op_purge removes the events of purged operations';
+COMMENT ON COLUMN opledger.events.login IS
+    'The login (session user) that made the call; role is the role it acted as. NULL: recorded before 0.4.0';
 
 
 -- Counters for the metrics views, so they never scan the ledger. Every op_* call

@@ -1,9 +1,11 @@
--- SPEC §8, docs/security.md: tenants. The calling role is the session's role outside
--- the extension's SECURITY DEFINER functions (what SET ROLE made it). Its tenant:
--- '*' (every tenant) for superusers and members of opledger_admin; else the tenant
--- mapped in opledger.role_tenants to it or to a role it is a member of ('*' there
--- too means every tenant; two different tenants are an error, 42501); else the
--- unscoped tenant '', which is all a single-tenant installation ever uses.
+-- SPEC §8, docs/security.md: tenants. The session acts for a tenant bound to its login
+-- (the session user, which SET ROLE does not change). A role's tenant: '*' (every
+-- tenant) for superusers and members of opledger_admin; else the tenant mapped in
+-- opledger.role_tenants to it or to a role it is a member of ('*' there too means every
+-- tenant; two different tenants are an error, 42501); else the unscoped tenant '',
+-- which is all a single-tenant installation ever uses. A login that sees every tenant
+-- acts for the tenant of the role it became with SET ROLE (it may narrow itself); any
+-- other login acts for its own tenant whatever role it became.
 
 CREATE FUNCTION opledger.current_tenant() RETURNS text
     LANGUAGE c STABLE PARALLEL RESTRICTED SECURITY DEFINER
@@ -12,7 +14,7 @@ CREATE FUNCTION opledger.current_tenant() RETURNS text
     SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_current_tenant';
 COMMENT ON FUNCTION opledger.current_tenant() IS
-    'The tenant the calling role acts for: '''' (unscoped), a tenant name, or ''*'' (every tenant)';
+    'The tenant the session acts for (its login''s, see docs/security.md): '''' (unscoped), a tenant name, or ''*'' (every tenant)';
 
 CREATE FUNCTION opledger.set_role_tenant(member regrole, tenant text) RETURNS void
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -58,10 +58,11 @@ BEGIN
                   lease_expires_at, retry_after, provider_ref, created_at, updated_at, finished_at, approved_by,
                   approved_at, unknown_since, resolved_at, resolved_by, resolution, claim_owner, claim_expires_at,
                   late_successes, duplicate_effects, manual_interventions, purged, purged_at, tenant, created_role,
-                  approval_attempt, event_seq, approved_role, resolved_role, error)
+                  approval_attempt, event_seq, approved_role, resolved_role, error, created_login, approved_login,
+                  resolved_login)
         ON opledger.operations TO opledger_dashboard;
     GRANT SELECT (operation_id, event_id, at, kind, decision, status_before, status_after, attempt, worker,
-                  provider_ref, seq, role, tenant)
+                  provider_ref, seq, role, tenant, login)
         ON opledger.events TO opledger_dashboard;
     GRANT SELECT ON opledger.tools TO opledger_dashboard, opledger_reconciler, opledger_approver;
 

@@ -20,7 +20,7 @@ SELECT col_is_pk('opledger', 'events', ARRAY['operation_id', 'event_id'], 'event
 SELECT col_is_pk('opledger', 'tools', 'tool', 'tools keyed by tool');
 SELECT columns_are('opledger', 'events',
     ARRAY['operation_id', 'event_id', 'at', 'kind', 'decision', 'status_before', 'status_after', 'attempt', 'worker',
-          'provider_ref', 'detail', 'seq', 'role', 'tenant'], 'events columns');
+          'provider_ref', 'detail', 'seq', 'role', 'tenant', 'login'], 'events columns');
 SELECT has_column('opledger', 'operations', c, 'operations.' || c)
   FROM unnest(ARRAY['conversation_id', 'tool', 'args', 'args_hash', 'fingerprint_alg', 'status', 'attempt', 'lease_owner',
                     'lease_expires_at', 'result', 'error', 'provider_ref', 'created_at', 'updated_at', 'finished_at']) AS c;

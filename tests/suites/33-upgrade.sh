@@ -239,7 +239,7 @@ planted "a table that left the extension" "^< member table opledger\.counters$"
 planted "its pg_extension_config_dump entry gone" "^< config dump opledger\.counters$"
 planted "an object in the schema that is not a member" "^> not a member, in schema opledger: table opledger\.planted_extra$"
 planted "a changed column order (a column dropped and added again)" \
-    "^> column order opledger\.operations: .*, result_fingerprint, approval_note$"
+    "^> column order opledger\.operations: .*, [a-z_]+, approval_note$"
 check "a column that only moved is not reported by name" "0" \
     "$(grep -cE '^[<>] column opledger\.operations\.approval_note:' "$WORK/planted.diff")"
 

@@ -412,6 +412,7 @@ Verdict succeed(const OperationState& state, const Policy&, const SucceedCall& c
             s.resolution = "late_success";
             s.resolved_by.reset();
             s.resolved_role.reset();
+            s.resolved_login.reset();
             b.metrics().resolutions += 1;
         }
         // A re-approval given meanwhile allows nothing now: the effect happened.
@@ -507,6 +508,7 @@ Verdict resolve(const OperationState& state, const Policy& policy, const Resolve
     s.resolved_at = now;
     s.resolved_by = call.resolver;
     s.resolved_role = call.role;
+    s.resolved_login = call.login;
     s.resolution = outcome_name(call.outcome);
     s.claim_owner.reset();
     s.claim_expires_at.reset();
@@ -547,6 +549,7 @@ Verdict approve(const OperationState& state, const ApproveCall& call, Micros now
     s.approved_at = now;
     s.approval_attempt = s.attempt + 1;
     s.approved_role = call.role;
+    s.approved_login = call.login;
     s.approval_note = call.note;
     b.metrics().manual_interventions += 1;
     return b.finish();

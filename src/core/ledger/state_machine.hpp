@@ -77,6 +77,8 @@ struct OperationState {
     std::optional<int> approval_attempt;
     std::optional<std::string> approved_role;  // the database role that approved
     std::optional<std::string> resolved_role;  // the database role that resolved
+    std::optional<std::string> approved_login;  // the login behind the session that approved
+    std::optional<std::string> resolved_login;  // the login behind the session that resolved
     std::optional<Micros> unknown_since;
     std::optional<Micros> resolved_at;
     std::optional<std::string> resolved_by;
@@ -227,13 +229,15 @@ struct ResolveCall {
     std::optional<std::string> resolver;
     bool manual = false;
     bool has_result = false;  // failed: the result is stored as the error when given
-    std::optional<std::string> role;  // the calling database role
+    std::optional<std::string> role;   // the calling database role
+    std::optional<std::string> login;  // the session's login
 };
 
 struct ApproveCall {
     std::string approver;
     std::optional<std::string> note;
-    std::optional<std::string> role;  // the calling database role
+    std::optional<std::string> role;   // the calling database role
+    std::optional<std::string> login;  // the session's login
 };
 
 struct ClaimCall {

@@ -108,7 +108,7 @@ public:
         call_.worker = args.worker.text;
         call_.lease = args.lease_us;
         values_.actor = args.worker.datum;
-        values_.role = Value::of(string_to_text(caller.role_name));
+        set_caller(values_, caller);
     }
 
     // Answers the call; returns op_begin's result row.
@@ -141,6 +141,7 @@ private:
         row.args_hash = fingerprint(row.fingerprint_alg);
         row.tenant = caller_.all_tenants ? std::string() : caller_.tenant;
         row.created_role = caller_.role_name;
+        row.created_login = caller_.login_name;
         const core::ledger::Transition t = core::ledger::begin_new(policy_.rules, call_, now_);
         std::optional<OperationRow> inserted = insert_operation(row, t, now_);
         if (!inserted) {

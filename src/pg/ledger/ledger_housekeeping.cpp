@@ -87,7 +87,7 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
     SpiConnection spi;
     const Caller caller = current_caller();
     CallValues values;
-    values.role = Value::of(string_to_text(caller.role_name));
+    set_caller(values, caller);
     Candidates candidates(PlanId::sweep_candidates, {TimestampTzGetDatum(now), Int32GetDatum(max_rows)}, max_rows);
     std::map<std::string, sm::Policy> policies;
     int swept = 0;
@@ -131,7 +131,8 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     std::vector<char> out_nulls_storage(desc->natts);
     bool* out_nulls = reinterpret_cast<bool*>(out_nulls_storage.data());
     Datum* out_value_ptr = out_values.data();
-    const CallValues values{worker, Value{}, Value{}, Value::of(string_to_text(caller.role_name))};
+    CallValues values{worker, Value{}, Value{}, Value{}};
+    set_caller(values, caller);
     while (claimed < max_rows) {
         std::optional<OperationRow> row = candidates.next();
         if (!row) break;

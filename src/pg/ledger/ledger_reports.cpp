@@ -28,7 +28,8 @@ namespace sm = opledger::core::ledger;
 struct Locked {
     OperationRow row;
     ToolPolicy policy;
-    std::string role;  // the calling database role
+    std::string role;   // the calling database role
+    std::string login;  // the session's login
 };
 
 // What a report needs of its tool's policy: the rules (effect, attempts, backoff) and
@@ -56,7 +57,7 @@ Datum report(FunctionCallInfo fcinfo, const char* function, PolicyNeed need, Cal
     ToolPolicy policy;
     if (need == PolicyNeed::rules || (need == PolicyNeed::redact_only && row->fingerprint_alg == kAlgHmac))
         policy = policy_for(row->tool_datum.datum, false);
-    Locked locked{std::move(*row), std::move(policy), caller.role_name};
+    Locked locked{std::move(*row), std::move(policy), caller.role_name, caller.login_name};
     if (!locked.policy.redact.empty()) {
         // The keyed fingerprint of the payload as given, so that two successes that
         // differ only under redact pointers still compare as different (a duplicate
@@ -65,7 +66,7 @@ Datum report(FunctionCallInfo fcinfo, const char* function, PolicyNeed need, Cal
         const core::PointerSet redact = core::PointerSet::parse(locked.policy.redact);
         values.payload = redact_payload(values.payload, redact);
     }
-    values.role = Value::of(string_to_text(caller.role_name));
+    set_caller(values, caller);
     sm::Verdict verdict = decide(locked, values, now);
     if (auto* refusal = std::get_if<sm::Refusal>(&verdict)) raise_refusal(*refusal);
     const std::optional<WrittenRow> written = store(locked.row, std::get<sm::Transition>(verdict), values, now, ReturnRow::yes);
@@ -172,6 +173,7 @@ Datum op_resolve(FunctionCallInfo fcinfo) {
     const CallValues values{resolver.datum, provider_ref.datum, result, Value{}};
     return report(fcinfo, "op_resolve", PolicyNeed::rules, values, [&](const Locked& l, const CallValues&, sm::Micros now) {
         call.role = l.role;
+        call.login = l.login;
         return sm::resolve(l.row.state, l.policy.rules, call, now);
     });
 }
@@ -187,18 +189,20 @@ Datum op_approve(FunctionCallInfo fcinfo) {
         fcinfo, "op_approve", PolicyNeed::none, values,
         [&](const Locked& l, const CallValues&, sm::Micros now) {
             call.role = l.role;
+            call.login = l.login;
             return sm::approve(l.row.state, call, now);
         },
         [](const OperationRow& row, const Caller& caller) {
             // Separation of duties: whoever began an irreversible operation cannot
-            // also approve it (SPEC §6: 42501).
-            // A superuser is exempt, as from every privilege check: it could write the
-            // table directly.
-            if (!caller.superuser && row.created_role && *row.created_role == caller.role_name)
+            // also approve it (SPEC §6: 42501), by login as well as by role, so that
+            // SET ROLE to another role of the same login does not make it someone
+            // else. A superuser is exempt, as from every privilege check: it could
+            // write the table directly.
+            if (began_it(caller, row.created_role, row.created_login))
                 throw SqlError(ERRCODE_INSUFFICIENT_PRIVILEGE,
-                               "op_approve: the role that began the operation cannot approve it",
-                               "An irreversible operation needs the approval of another role.",
-                               "Approve it as a member of opledger_approver that did not begin it.");
+                               "op_approve: the login or role that began the operation cannot approve it",
+                               "An irreversible operation needs the approval of another login and role.",
+                               "Approve it from a login that is a member of opledger_approver and did not begin it.");
         });
 }
 

@@ -159,6 +159,7 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     p.set_bool(oc_purged, s.purged);
     p.set(oc_tenant, set ? Value::of(string_to_text(row.tenant)) : Value{});
     p.set_text(oc_created_role, set ? row.created_role : std::nullopt);
+    p.set_text(oc_created_login, set ? row.created_login : std::nullopt);
     if (s.approval_attempt)
         p.set_int(oc_approval_attempt, *s.approval_attempt);
     else
@@ -166,6 +167,8 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     p.set_int(oc_event_seq, row.event_seq);
     p.set_text(oc_approved_role, s.approved_role);
     p.set_text(oc_resolved_role, s.resolved_role);
+    p.set_text(oc_approved_login, s.approved_login);
+    p.set_text(oc_resolved_login, s.resolved_login);
     p.set(oc_result_fingerprint, row.result_fingerprint);
     p.set(op_now, Value::of(TimestampTzGetDatum(now)));
 }
@@ -267,6 +270,7 @@ bool append_event(const OperationRow& row, int seq, const sm::Event& e, const Ca
     put(ec_seq, Value::of(Int32GetDatum(seq)));
     put(ec_role, call.role);
     put(ec_tenant, Value::of(string_to_text(row.tenant)));
+    put(ec_login, call.login);
     execute(plan, values.data(), nulls.data(), 0);
     return SPI_processed == 1;
 }
@@ -485,6 +489,11 @@ WrittenRow written_values(const OperationRow& row, const OperationParams& p, sm:
 
 }  // namespace
 
+void set_caller(CallValues& values, const Caller& caller) {
+    values.role = Value::of(string_to_text(caller.role_name));
+    values.login = caller.login == caller.role ? values.role : Value::of(string_to_text(caller.login_name));
+}
+
 OperationRow read_operation(SPITupleTable* table, uint64 index) {
     OperationRow row;
     sm::OperationState& s = row.state;
@@ -519,11 +528,14 @@ OperationRow read_operation(SPITupleTable* table, uint64 index) {
     s.purged = DatumGetBool(value_at(table, index, oc_purged).datum);
     row.tenant = text_to_string(value_at(table, index, oc_tenant).datum);
     row.created_role = text_at(table, index, oc_created_role);
+    row.created_login = text_at(table, index, oc_created_login);
     const Value approval = value_at(table, index, oc_approval_attempt);
     if (!approval.null) s.approval_attempt = DatumGetInt32(approval.datum);
     row.event_seq = int_at(table, index, oc_event_seq);
     s.approved_role = text_at(table, index, oc_approved_role);
     s.resolved_role = text_at(table, index, oc_resolved_role);
+    s.approved_login = text_at(table, index, oc_approved_login);
+    s.resolved_login = text_at(table, index, oc_resolved_login);
     row.result_fingerprint = value_at(table, index, oc_result_fingerprint);
     if (table->tupdesc->natts > kSelectPurgedAt) {
         row.created_at = value_at(table, index, kSelectCreatedAt);

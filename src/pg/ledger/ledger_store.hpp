@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/ledger/state_machine.hpp"
+#include "pg/ledger/ledger_caller.hpp"
 #include "pg/ledger/ledger_sql.hpp"
 
 namespace opledger::pg::ledger {
@@ -40,6 +41,7 @@ struct OperationRow {
     Value result_fingerprint;  // bytea: keyed hash of the unredacted result (tools with redact paths)
     std::string tenant;   // '' unscoped
     std::optional<std::string> created_role;
+    std::optional<std::string> created_login;
     Value created_at, purged_at;  // timestamptz, when read (has_times: not by op_begin's reads)
     bool has_times = false;
     int event_seq = 0;    // seq of its last event
@@ -57,9 +59,13 @@ struct CallValues {
     Value actor;
     Value provider_ref;
     Value payload;
-    Value role;  // the calling database role (events.role)
+    Value role;  // the calling database role (events.role); set_caller sets it
     Value payload_fingerprint;  // bytea, tools with redact paths: keyed hash of the payload as given
+    Value login;  // the session's login (events.login); set_caller sets it
 };
+
+// Who made the call, as its events record it: the caller's role and login.
+void set_caller(CallValues& values, const Caller& caller);
 
 // A row as the statement that wrote it returned it (RETURNING o.*), or, when no
 // trigger could have changed it, the values written (by column: ledger_tables.hpp,

@@ -63,6 +63,9 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"approved_role", TEXTOID, Written::always, ""},
     {"resolved_role", TEXTOID, Written::always, ""},
     {"result_fingerprint", BYTEAOID, Written::payload, ""},
+    {"created_login", TEXTOID, Written::on_insert, ""},
+    {"approved_login", TEXTOID, Written::always, ""},
+    {"resolved_login", TEXTOID, Written::always, ""},
 }};
 
 struct EventColumnSpec {
@@ -86,6 +89,7 @@ const std::array<EventColumnSpec, kEventColumns> kEvents = {{
     {"seq", INT4OID, ""},
     {"role", TEXTOID, ""},
     {"tenant", TEXTOID, ""},
+    {"login", TEXTOID, ""},
 }};
 
 // In CounterColumn order (all bigint).

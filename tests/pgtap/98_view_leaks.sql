@@ -16,8 +16,10 @@ CREATE ROLE t98_agent_b LOGIN IN ROLE opledger_agent;
 CREATE ROLE t98_b LOGIN IN ROLE opledger_dashboard, opledger_reconciler;
 SELECT lives_ok($$SELECT opledger.set_role_tenant('t98_agent_a', 'sec98-alpha'),
                          opledger.set_role_tenant('t98_agent_b', 'sec98-beta'),
-                         opledger.set_role_tenant('t98_b', 'sec98-beta')$$,
-                'setup: agents of tenants A and B, and tenant B''s dashboard and reconciler login');
+                         opledger.set_role_tenant('t98_b', 'sec98-beta'),
+                         opledger.register_tool('t98a.tool', 'non_idempotent_write'),
+                         opledger.register_tool('t98b.tool', 'non_idempotent_write')$$,
+                'setup: agents of tenants A and B, tenant B''s dashboard and reconciler login, their tools');
 
 -- Tenant A's unknown operation: every text of it carries the marker t98a
 SET LOCAL SESSION AUTHORIZATION t98_agent_a;

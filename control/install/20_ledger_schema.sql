@@ -41,9 +41,9 @@ CREATE TABLE opledger.tools (
 COMMENT ON TABLE opledger.tools IS
     'Registered tools and their retry policy (opledger.register_tool); unregistered tools use the defaults as non_idempotent_write';
 
--- The per-database HMAC key for fingerprints of tools with redact paths. Created on
--- first need (register_tool with redact paths), so a restored dump brings the old
--- key back instead of clashing with a fresh one. No role but the owner reads it.
+-- The per-database HMAC key for fingerprints of tools with redact paths and for notify
+-- tokens. Made by CREATE EXTENSION (47_hmac_key.sql), only read by the calls; a restored
+-- dump brings the old key back. No role but the owner reads it.
 CREATE TABLE opledger.hmac_key (
     key_id      integer NOT NULL PRIMARY KEY CHECK (key_id = 1),
     secret      bytea NOT NULL CHECK (pg_catalog.octet_length(secret) = 32),

@@ -104,12 +104,6 @@ BEGIN
                   DETAIL = 'The empty JSON Pointer is the whole document; excluding it would give every call the same fingerprint.';
     END IF;
 
-    IF cardinality(redact) > 0 THEN
-        -- The fingerprint key is created on first need; a restored dump brings it back.
-        INSERT INTO opledger.hmac_key (key_id, secret) VALUES (1, opledger._random_secret())
-        ON CONFLICT (key_id) DO NOTHING;
-    END IF;
-
     -- Sorted and without repeats; computed before the INSERT, whose VALUES then hold
     -- no subquery (Citus cannot plan one there).
     hash_exclude := ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p);

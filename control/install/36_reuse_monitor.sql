@@ -26,7 +26,7 @@ CREATE FUNCTION opledger.reset_rejected_reuses() RETURNS bigint
 COMMENT ON FUNCTION opledger.reset_rejected_reuses() IS
     'Empties the rejected-reuse monitor (every tenant) and returns the number of rows cleared; the server log keeps the history';
 
-CREATE VIEW opledger.rejected_reuses AS
+CREATE VIEW opledger.rejected_reuses WITH (security_barrier = true) AS
     SELECT r.tenant, r.tool, r.operation_id, r.rejections, r.first_at, r.last_at, r.last_role
       FROM opledger._rejected_reuses() AS r;
 COMMENT ON VIEW opledger.rejected_reuses IS

@@ -2,6 +2,13 @@
 -- source (see src/pg/ledger/ledger_store.hpp). They read the small counters table and partial
 -- indexes only, never the whole ledger, so they stay cheap at ten million operations
 -- (the deltas that op_sweep has not folded yet are summed too).
+--
+-- Every view is a security barrier (docs/security.md, "Views"). The views run with their
+-- owner's rights and filter by tenant themselves, so without the barrier the planner may run
+-- a caller's cheap function from WHERE on rows before that filter and hand it other tenants'
+-- values. unknown_operations filters its own scan of operations; the others read the
+-- set-returning functions _counts and _rejected_reuses, which filter inside and return only
+-- the caller's rows, so they are safe either way and are barriers so that no view is not.
 
 -- The counts behind metrics and tool_stats: the totals and the deltas not folded yet,
 -- of the tenants the calling role may see. On a distributed ledger each node counts
@@ -54,7 +61,7 @@ CREATE TYPE opledger._counts_row AS (tool text, tenant text, begins bigint, exec
                n_unknown bigint, n_retryable bigint, non_execute_answers bigint, hour timestamptz);
 COMMENT ON TYPE opledger._counts_row IS 'internal: one node''s counts as opledger._counts returns them';
 
-CREATE VIEW opledger.unknown_operations AS
+CREATE VIEW opledger.unknown_operations WITH (security_barrier = true) AS
 SELECT o.operation_id,
        o.tool,
        coalesce(t.effect, 'non_idempotent_write'::opledger.tool_effect) AS effect,
@@ -74,7 +81,7 @@ SELECT o.operation_id,
 COMMENT ON VIEW opledger.unknown_operations IS
     'Operations of the caller''s tenant whose outcome is unknown: age, tool, provider_ref, attempts, live claim owner, conversation and last error';
 
-CREATE VIEW opledger.metrics AS
+CREATE VIEW opledger.metrics WITH (security_barrier = true) AS
 WITH counts AS (
     SELECT tool, begins, executions, duplicates_prevented, successes, failures, retries, unknowns,
            late_successes, duplicate_effects, manual_interventions, resolutions, n_awaiting_approval,
@@ -145,7 +152,7 @@ SELECT c.duplicates_prevented,
 COMMENT ON VIEW opledger.metrics IS
     'One row of ledger health for the caller''s tenant: duplicates prevented, unknown ops and their age, reconciliation latency (last 24 h), manual interventions, duplicate effects, counts by status and tool';
 
-CREATE VIEW opledger.tool_stats AS
+CREATE VIEW opledger.tool_stats WITH (security_barrier = true) AS
 WITH counts AS (
     SELECT tool, begins, executions, duplicates_prevented, successes, failures, unknowns, late_successes,
            duplicate_effects, n_awaiting_approval, n_pending, n_succeeded, n_failed, n_unknown, n_retryable,
@@ -178,7 +185,7 @@ COMMENT ON VIEW opledger.tool_stats IS
 -- call and tool, for the caller's tenant, to be summed by dashboards; and their sums
 -- since a moment. Flows only: the status counts (ops_*) are states, not events of an
 -- hour. Hours before 0.3.0 are -infinity (their calls were counted without a time).
-CREATE VIEW opledger.metrics_hourly AS
+CREATE VIEW opledger.metrics_hourly WITH (security_barrier = true) AS
 SELECT k.hour, k.tool,
        sum(k.begins)::bigint               AS begin_calls,
        sum(k.executions)::bigint           AS attempts,

@@ -109,3 +109,113 @@ BEGIN
         opledger.metrics_hourly TO opledger_admin;
 END
 $$;
+-- Views as security barriers (issue 20 item 3): every view filters by tenant with its owner's
+-- rights, so a caller's cheap function in WHERE must not run on rows before that filter
+-- (docs/security.md, "Views"). A later CREATE OR REPLACE VIEW of one of these must say
+-- WITH (security_barrier = true) again: it replaces the view's options.
+ALTER VIEW opledger.unknown_operations SET (security_barrier = true);
+ALTER VIEW opledger.metrics SET (security_barrier = true);
+ALTER VIEW opledger.tool_stats SET (security_barrier = true);
+ALTER VIEW opledger.metrics_hourly SET (security_barrier = true);
+ALTER VIEW opledger.rejected_reuses SET (security_barrier = true);
+
+-- The fingerprint key made at CREATE EXTENSION (issue 20 item 5): no call writes
+-- opledger.hmac_key any more, so an agent's open or prepared transaction can't hold
+-- it. create_hmac_key() is the one place that makes it; a database that has no key
+-- yet (0.3.0 made it on first need) gets it now, and register_tool no longer makes it.
+CREATE FUNCTION opledger.create_hmac_key() RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO opledger.hmac_key (key_id, secret) VALUES (1, opledger._random_secret())
+    ON CONFLICT (key_id) DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION opledger.create_hmac_key() IS
+    'Creates the fingerprint key if there is none (a superuser, after the key was deleted); true when it made one. Fingerprints and notify tokens made with a deleted key no longer match';
+REVOKE EXECUTE ON FUNCTION opledger.create_hmac_key() FROM PUBLIC;
+
+SELECT opledger.create_hmac_key();
+
+CREATE OR REPLACE FUNCTION opledger.register_tool(
+    tool          text,
+    effect        opledger.tool_effect,
+    guarantee     text DEFAULT NULL,
+    max_attempts  integer DEFAULT 5,
+    lease         interval DEFAULT '5 minutes',
+    backoff_base  interval DEFAULT '1 second',
+    backoff_max   interval DEFAULT '5 minutes',
+    hash_exclude  text[] DEFAULT '{}',
+    redact        text[] DEFAULT '{}'
+) RETURNS opledger.tools
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    registered opledger.tools;
+    registered_at timestamptz;
+BEGIN
+    IF tool IS NULL OR effect IS NULL OR max_attempts IS NULL OR lease IS NULL
+       OR backoff_base IS NULL OR backoff_max IS NULL OR hash_exclude IS NULL OR redact IS NULL THEN
+        RAISE EXCEPTION 'register_tool: only guarantee may be null'
+            USING ERRCODE = '22004',
+                  DETAIL = 'tool, effect, max_attempts, lease, backoff_base, backoff_max, hash_exclude and redact need values.';
+    END IF;
+    IF tool = '' OR octet_length(tool) > 256 THEN
+        RAISE EXCEPTION 'register_tool: tool name must be 1 to 256 bytes'
+            USING ERRCODE = '22023';
+    END IF;
+    IF guarantee IS NOT NULL AND guarantee NOT IN ('provider_key', 'unique_constraint', 'read_before_write', 'none') THEN
+        RAISE EXCEPTION 'register_tool: unknown guarantee'
+            USING ERRCODE = '22023',
+                  HINT = 'Use provider_key, unique_constraint, read_before_write or none.';
+    END IF;
+    IF max_attempts <= 0 THEN
+        RAISE EXCEPTION 'register_tool: max_attempts must be positive, not %', max_attempts
+            USING ERRCODE = '22023';
+    END IF;
+    IF lease <= '0'::interval OR lease > '7 days'::interval THEN
+        RAISE EXCEPTION 'register_tool: lease must be positive and at most 7 days, not %', lease
+            USING ERRCODE = '22023';
+    END IF;
+    IF backoff_max > '7 days'::interval THEN
+        RAISE EXCEPTION 'register_tool: backoff_max must be at most 7 days'
+            USING ERRCODE = '22023';
+    END IF;
+    IF backoff_base < '0'::interval OR backoff_max < backoff_base THEN
+        RAISE EXCEPTION 'register_tool: backoff must satisfy 0 <= backoff_base <= backoff_max'
+            USING ERRCODE = '22023',
+                  DETAIL = format('backoff_base is %s and backoff_max is %s.', backoff_base, backoff_max);
+    END IF;
+    PERFORM opledger._check_pointers(hash_exclude, 'hash_exclude');
+    PERFORM opledger._check_pointers(redact, 'redact');
+    IF '' = ANY (hash_exclude) THEN
+        RAISE EXCEPTION 'register_tool: hash_exclude cannot hold the empty pointer'
+            USING ERRCODE = '22023',
+                  DETAIL = 'The empty JSON Pointer is the whole document; excluding it would give every call the same fingerprint.';
+    END IF;
+
+    -- Sorted and without repeats; computed before the INSERT, whose VALUES then hold
+    -- no subquery (Citus cannot plan one there).
+    hash_exclude := ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p);
+    redact := ARRAY(SELECT DISTINCT p FROM unnest(redact) AS p ORDER BY p);
+    -- The time is a value too: Citus allows no volatile function in DO UPDATE SET.
+    registered_at := pg_catalog.clock_timestamp();
+    INSERT INTO opledger.tools AS t (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
+                                     hash_exclude, redact, created_at, updated_at)
+    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact,
+            registered_at, registered_at)
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE
+        SET effect = excluded.effect, guarantee = excluded.guarantee, max_attempts = excluded.max_attempts,
+            lease = excluded.lease, backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
+            hash_exclude = excluded.hash_exclude, redact = excluded.redact,
+            updated_at = excluded.updated_at
+    RETURNING t.* INTO registered;
+    RETURN registered;
+END
+$$;
+COMMENT ON FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]) IS
+    'Registers or updates a tool: effect class, retry policy, JSON Pointers left out of the fingerprint (hash_exclude) and never stored (redact)';

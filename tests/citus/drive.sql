@@ -40,9 +40,11 @@ SELECT decision FROM opledger.op_begin('cr-2', 'cr_secret', '{"pin":"1234","trac
 SELECT status FROM opledger.op_fail('cr-2', '{"code":"declined"}', retryable => false, attempt => 1);
 SELECT decision FROM opledger.op_begin('cr-2', 'cr_secret', '{"pin":"1234","card":{"cvv":"999"}}'); -- failed
 SELECT decision FROM opledger.op_begin('cr-3', 'cr_never_registered', '{}');
--- the key created by op_begin itself when it is missing (a top-level DELETE: only the
--- statements the extension runs are nested)
+-- the key made again by create_hmac_key (calls only read it) after it was deleted (a
+-- top-level DELETE: only the statements the extension runs are nested)
 DELETE FROM opledger.hmac_key;
+SELECT opledger.create_hmac_key();
+SELECT opledger.create_hmac_key();                                                                   -- exists: no-op
 SELECT decision FROM opledger.op_begin('cr-2b', 'cr_secret', '{"pin":"0000"}');
 
 -- retryable: retry_later (long backoff), then execute again after the backoff

@@ -57,7 +57,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc p
               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
                                                          AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e')), 0,
           'every function in schema opledger is a member of the extension');
-SELECT is((SELECT count(*)::int FROM opledger.hmac_key), 0, 'CREATE EXTENSION creates no key (so a restored dump keeps its own)');
+SELECT is((SELECT count(*)::int FROM opledger.hmac_key), 1, 'CREATE EXTENSION creates exactly one key (a restore''s makes none: 98_hmac_key)');
 
 SELECT * FROM finish();
 ROLLBACK;

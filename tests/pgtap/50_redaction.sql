@@ -23,12 +23,14 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-SELECT is((SELECT count(*)::int FROM opledger.hmac_key), 0, 'no fingerprint key before a tool needs one');
+SELECT is((SELECT count(*)::int FROM opledger.hmac_key), 1, 'the fingerprint key exists before a tool needs one (CREATE EXTENSION made it)');
+CREATE TEMP TABLE key_before AS SELECT secret FROM opledger.hmac_key;
 SELECT opledger.register_tool('plain', 'non_idempotent_write');
-SELECT is((SELECT count(*)::int FROM opledger.hmac_key), 0, 'a tool without redact paths needs no key');
 SELECT opledger.register_tool('charge', 'non_idempotent_write',
                               redact => '{/card/cvv,/card/number,/pins/1,/auth}', hash_exclude => '{/trace}');
-SELECT is((SELECT octet_length(secret) FROM opledger.hmac_key), 32, 'registering redact paths creates a 32-byte key');
+SELECT is((SELECT octet_length(secret) FROM opledger.hmac_key), 32, 'the key is 32 bytes');
+SELECT is((SELECT k.secret = b.secret FROM opledger.hmac_key AS k, key_before AS b), true,
+          'registering tools, with redact paths or without, leaves the key as it was');
 
 -- A whole history of one operation, with secrets in every redacted place.
 CREATE TEMP TABLE b AS SELECT * FROM opledger.op_begin('r-1', 'charge',

@@ -71,6 +71,7 @@ INSERT INTO fn_matrix VALUES
     ('metrics_since',           true,  'dashboard,admin'),
     -- superusers only (needs CREATEROLE and grants on the extension's objects)
     ('create_roles',            true,  ''),
+    ('create_hmac_key',         true,  ''),
     -- internals
     ('_check_pointers',         false, ''),
     ('_random_secret',          false, ''),
@@ -255,6 +256,7 @@ INSERT INTO calls91 (k, q, expect) VALUES
     ('agent', $$SELECT opledger.register_tool('t91.tool', 'read_only')$$, '42501'),
     ('agent', $$SELECT opledger.set_role_tenant('t91_agent', '*')$$, '42501'),
     ('agent', $$SELECT opledger.create_roles()$$, '42501'),
+    ('agent', $$SELECT opledger.create_hmac_key()$$, '42501'),
     ('agent', $$SELECT count(*) FROM opledger.operations$$, '42501'),
     ('agent', $$SELECT count(*) FROM opledger.events$$, '42501'),
     ('agent', $$SELECT count(*) FROM opledger.tools$$, '00000'),  -- policies are not secret
@@ -352,6 +354,7 @@ INSERT INTO calls91 (k, q, expect) VALUES
     ('admin', $$SELECT opledger.reset_rejected_reuses() >= 0$$, '00000'),
     ('admin', $$SELECT count(*) FROM opledger.hmac_key$$, '42501'),
     ('admin', $$SELECT opledger.create_roles()$$, '42501'),
+    ('admin', $$SELECT opledger.create_hmac_key()$$, '42501'),
     ('admin', $$UPDATE opledger.operations SET status = 'succeeded' WHERE operation_id = 't91-a3'$$, '42501'),
     ('admin', $$UPDATE opledger.events SET kind = 'rewritten'$$, '42501'),
     ('admin', $$DELETE FROM opledger.events$$, '42501'),

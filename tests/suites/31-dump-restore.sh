@@ -72,6 +72,7 @@ fi
 check "committed calls are counted in metrics" "6|1" "$(q "$SRC" "SELECT ops_total || '|' || ops_unknown FROM opledger.metrics" | tr -d ' ')"
 "$BIN/psql" -X -q -d "$SRC" -c "BEGIN; SELECT opledger.op_begin('d-aborted', 'pay', '{}'); SELECT opledger.op_begin('d-ok', 'pay', '{\"amount\":1,\"card\":{\"cvv\":\"SECRET-1\"}}'); ROLLBACK;" >/dev/null 2>&1
 check "an aborted transaction changes no counter" "6|1" "$(q "$SRC" "SELECT ops_total || '|' || non_execute_answers FROM opledger.metrics" | tr -d ' ')"
+check "the source has exactly one key row, made by CREATE EXTENSION" "1" "$(q "$SRC" "SELECT count(*) FROM opledger.hmac_key")"
 before=$(fingerprint "$SRC")
 max_event_before=$(q "$SRC" "SELECT max(event_id) FROM opledger.events")
 metrics_before=$(q "$SRC" "$METRICS")
@@ -90,6 +91,8 @@ for db in "$DSTC" "$DSTP"; do
     label=$([ "$db" = "$DSTC" ] && echo custom || echo plain)
     check "[$label] every table, the key and the event sequence are identical after restore" "$before" "$(fingerprint "$db")"
     check "[$label] metrics are identical after restore" "$metrics_before" "$(q "$db" "$METRICS")"
+    check "[$label] exactly one key row after restore: the dumped one (the restore's CREATE EXTENSION makes none)" "1" \
+        "$(q "$db" "SELECT count(*) FROM opledger.hmac_key")"
     check "[$label] the restored HMAC key fingerprints alike: same secret is the same operation" "replay" \
         "$(q "$db" "SELECT decision FROM opledger.op_begin('d-ok', 'pay', '{\"trace\":\"b\",\"card\":{\"cvv\":\"SECRET-1\"},\"amount\":1}')")"
     check "[$label] another secret is still a reuse (OL001)" "OL001" \

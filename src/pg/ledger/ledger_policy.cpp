@@ -93,16 +93,16 @@ std::string notify_token(const std::string& operation_id) {
 }
 
 std::string hmac_key() {
+    // Only read: CREATE EXTENSION makes the key (opledger.create_hmac_key). A call that
+    // wrote it would hold its row until the caller's transaction ended, and every other
+    // session that needs the key would wait for that transaction.
     execute(PlanId::hmac_key, nullptr, nullptr, 1);
     if (SPI_processed == 0) {
-        // Normally created by register_tool; created here if a tool row came another way.
-        unsigned char secret[32];
-        const bool ok = pg_call([&] { return pg_strong_random(secret, sizeof secret); });
-        if (!ok) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: could not generate a random fingerprint key");
-        Datum values[1] = {string_to_bytea(std::string_view(reinterpret_cast<char*>(secret), sizeof secret))};
-        execute(PlanId::hmac_key_create, values, nullptr, 0);
-        execute(PlanId::hmac_key, nullptr, nullptr, 1);
-        if (SPI_processed == 0) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the fingerprint key is missing");
+        throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "opledger: the fingerprint key is missing",
+                       "Fingerprints of tools with redact paths and notify tokens need the key in opledger.hmac_key.",
+                       "A superuser creates a new one with SELECT opledger.create_hmac_key(); fingerprints and notify "
+                       "tokens made with a deleted key no longer match. After a restore, restore opledger.hmac_key "
+                       "from the dump instead.");
     }
     bool is_null = false;
     return bytea_to_string(column(SPI_tuptable, 0, 0, &is_null));

@@ -33,8 +33,7 @@ namespace opledger::pg::ledger {
 
 enum class PlanId : int {
     policy,            // a tool's policy by name
-    hmac_key,          // the fingerprint key
-    hmac_key_create,   // create it when missing
+    hmac_key,          // the fingerprint key (read only: CREATE EXTENSION makes it)
     read_operation,    // one operation, unlocked
     lock_operation,    // one operation, FOR UPDATE
     insert_operation,  // a new operation (ON CONFLICT DO NOTHING)

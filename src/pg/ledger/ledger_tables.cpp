@@ -289,9 +289,6 @@ StatementText statement_text(PlanId id) {
                     {TEXTOID}};
         case PlanId::hmac_key:
             return {"SELECT k.secret FROM opledger.hmac_key AS k WHERE k.key_id OPERATOR(pg_catalog.=) 1", {}};
-        case PlanId::hmac_key_create:
-            return {"INSERT INTO opledger.hmac_key (key_id, secret) VALUES (1, $1) ON CONFLICT (key_id) DO NOTHING",
-                    {BYTEAOID}};
         case PlanId::read_operation:
             return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1"), {TEXTOID}};
         case PlanId::lock_operation:

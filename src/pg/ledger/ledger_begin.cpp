@@ -102,9 +102,8 @@ std::string hex(std::string_view bytes) {
 // op_begin's work inside one SPI connection.
 class Begin {
 public:
-    Begin(const BeginArgs& args, const ToolPolicy& policy, const core::Document& doc, const Caller& caller,
-          core::ledger::Micros now)
-        : args_(args), policy_(policy), fp_(policy), doc_(doc), caller_(caller), now_(now) {
+    Begin(const BeginArgs& args, const ToolPolicy& policy, const core::Document& doc, const Caller& caller)
+        : args_(args), policy_(policy), fp_(policy), doc_(doc), caller_(caller) {
         call_.worker = args.worker.text;
         call_.lease = args.lease_us;
         values_.actor = args.worker.datum;
@@ -141,6 +140,7 @@ private:
         row.args_hash = fingerprint(row.fingerprint_alg);
         row.tenant = caller_.all_tenants ? std::string() : caller_.tenant;
         row.created_role = caller_.role_name;
+        now_ = GetCurrentTimestamp();
         const core::ledger::Transition t = core::ledger::begin_new(policy_.rules, call_, now_);
         std::optional<OperationRow> inserted = insert_operation(row, t, now_);
         if (!inserted) {
@@ -156,6 +156,7 @@ private:
         std::optional<OperationRow> row =
             fetch_operation(PlanId::lock_operation_reserving_seq, args_.operation_id.datum);
         if (!row) return std::nullopt;
+        now_ = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
         require_tenant(caller_, row->tenant, "op_begin");  // (an error undoes the reserved seq too)
         call_.same_tool = row->tool == args_.tool;
         std::string given_alg = call_.same_tool ? row->fingerprint_alg : std::string(fp_.default_alg());
@@ -183,7 +184,7 @@ private:
     const Fingerprinter fp_;
     const core::Document& doc_;
     const Caller& caller_;
-    const core::ledger::Micros now_;
+    core::ledger::Micros now_ = 0;  // the call's time, read before its row is written
     core::ledger::BeginCall call_;
     CallValues values_;
     std::string hash_alg_, hash_;
@@ -225,13 +226,12 @@ Datum op_begin(FunctionCallInfo fcinfo) {
     if (!PG_ARGISNULL(5)) args.lease_us = lease_arg(fcinfo, 5, "op_begin");
     const core::Document doc = document_from_jsonb(args.args, json_parse_limits());
     const TupleDesc desc = result_descriptor(fcinfo);
-    const core::ledger::Micros now = GetCurrentTimestamp();
 
     SpiConnection spi;
     const Caller caller = current_caller();
     const ToolPolicy policy = policy_for(args.tool_datum.datum, true);
     if (!policy.rules.registered) notice_unregistered(args.tool);
-    Begin begin(args, policy, doc, caller, now);
+    Begin begin(args, policy, doc, caller);
     const Datum result = begin.run(desc);
     spi.finish();
     return result;

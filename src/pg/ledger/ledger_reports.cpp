@@ -46,11 +46,12 @@ template <typename Decide, typename Check>
 Datum report(FunctionCallInfo fcinfo, const char* function, PolicyNeed need, CallValues values, Decide&& decide,
              Check&& check) {
     const TupleDesc desc = result_descriptor(fcinfo);
-    const sm::Micros now = GetCurrentTimestamp();
     SpiConnection spi;
     const Caller caller = current_caller();
     std::optional<OperationRow> row = fetch_operation(PlanId::lock_operation, PG_GETARG_DATUM(0));
     if (!row) raise_no_operation(function);
+    // The call's time is read once the row is ours (ledger_store.hpp, "Time").
+    const sm::Micros now = GetCurrentTimestamp();
     require_tenant(caller, row->tenant, function);
     check(*row, caller);
     ToolPolicy policy;

@@ -95,7 +95,7 @@ std::string hex(std::string_view bytes) {
     pg_call([&] { ereport(LOG, (errmsg("opledger: %s", log_text), errhidestmt(true), errhidecontext(true))); });
     // Counted where the caller's rollback cannot undo it (opledger.rejected_reuses).
     const std::string operation_id = text_to_string(row.operation_id.datum);
-    reuse_monitor_record(row.tenant.c_str(), row.tool.c_str(), operation_id.c_str(), caller.role);
+    reuse_monitor_record(MonitorKind::reuse, row.tenant.c_str(), row.tool.c_str(), operation_id.c_str(), caller.role);
     raise_refusal(refusal, detail);
 }
 

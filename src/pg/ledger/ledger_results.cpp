@@ -82,6 +82,8 @@ ReadablePayloads readable_payloads(Oid role) {
         r.result = column("result");
         r.error = column("error");
         r.approval_note = column("approval_note");
+        r.result_fingerprint = column("result_fingerprint");
+        r.duplicate_effects = column("duplicate_effects");
         return r;
     });
 }
@@ -94,7 +96,9 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
         const bool hidden = (!readable.args && strcmp(name, "args") == 0) ||
                             (!readable.result && strcmp(name, "result") == 0) ||
                             (!readable.error && strcmp(name, "error") == 0) ||
-                            (!readable.approval_note && strcmp(name, "approval_note") == 0);
+                            (!readable.approval_note && strcmp(name, "approval_note") == 0) ||
+                            (!readable.result_fingerprint && strcmp(name, "result_fingerprint") == 0) ||
+                            (!readable.duplicate_effects && strcmp(name, "duplicate_effects") == 0);
         if (attr->attisdropped || hidden) {
             values[i] = 0;
             nulls[i] = true;

@@ -132,6 +132,52 @@ SELECT is(pg_temp.value_as('t97_agent', $$SELECT coalesce(encode(result_fingerpr
 SELECT isnt((SELECT result_fingerprint FROM opledger.operations WHERE operation_id = 't97-2'), NULL,
             'the fingerprint is stored all the same (what later reports are compared with)');
 
+-- The fingerprint is bound to its operation: one taken of the same result for any
+-- other operation differs, so no role can build a dictionary of guessed values'
+-- fingerprints, not even one that may read them (the reconciler resolving some other
+-- operation of the tool in a savepoint, the admin reporting a fresh one).
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT decision FROM opledger.op_begin('t97-4', 't97.pin', '{"card": "c-4"}')$$),
+          'execute', 'bound fingerprints: another operation of the tool');
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT status FROM opledger.op_mark_unknown('t97-4', attempt => 1)$$),
+          'unknown', 'bound fingerprints: whose outcome is unknown');
+SELECT is(pg_temp.value_as('t97_recon', $$SELECT result_fingerprint = (SELECT o.result_fingerprint FROM opledger.operations AS o
+              WHERE o.operation_id = 't97-1') FROM opledger.op_resolve('t97-4', 'applied', '{"pin": "4821", "ok": true}')$$),
+          'false', 'bound fingerprints: the reconciler resolving another operation with the stored PIN gets another fingerprint');
+SELECT is(pg_temp.value_as('t97_admin', $$SELECT count(DISTINCT result_fingerprint)::text FROM opledger.operations
+              WHERE operation_id IN ('t97-1', 't97-2', 't97-4')$$), '3',
+          'bound fingerprints: three operations with the same result, three fingerprints');
+
+-- Results stored before fingerprints were bound carry the unbound form; a report is
+-- compared with it too. hmac(key, message): HMAC-SHA256 in SQL, checked against the
+-- bound form first.
+CREATE FUNCTION pg_temp.hmac(message text) RETURNS bytea LANGUAGE plpgsql AS $$
+DECLARE
+    k bytea := (SELECT secret FROM opledger.hmac_key) || '\x'::bytea;
+    ipad bytea := '\x'::bytea;
+    opad bytea := '\x'::bytea;
+BEGIN
+    k := k || decode(repeat('00', 64 - octet_length(k)), 'hex');
+    FOR i IN 0..63 LOOP
+        ipad := ipad || set_byte('\x00'::bytea, 0, get_byte(k, i) # 54);
+        opad := opad || set_byte('\x00'::bytea, 0, get_byte(k, i) # 92);
+    END LOOP;
+    RETURN sha256(opad || sha256(ipad || convert_to(message, 'UTF8')));
+END
+$$;
+SELECT is((SELECT result_fingerprint FROM opledger.operations WHERE operation_id = 't97-2'),
+          pg_temp.hmac('opledger-result/2:5:t97-2:' || '{"ok": true, "pin": "4821"}'::jsonb::text),
+          'unbound fingerprints: (the SQL HMAC gives the stored, bound fingerprint)');
+UPDATE opledger.operations SET result_fingerprint = pg_temp.hmac('opledger-payload:' || '{"ok": true, "pin": "4821"}'::jsonb::text)
+ WHERE operation_id = 't97-2';
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT status FROM opledger.op_succeed('t97-2', '{"pin": "4821", "ok": true}',
+              attempt => 1)$$), 'succeeded', 'unbound fingerprints: a repeat of a result stored in the unbound form');
+SELECT is((SELECT kind FROM opledger.events WHERE operation_id = 't97-2' ORDER BY seq DESC LIMIT 1), 'succeed_repeat',
+          'unbound fingerprints: is a repeat, not a duplicate effect');
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT status FROM opledger.op_succeed('t97-2', '{"pin": "4822", "ok": true}',
+              attempt => 1)$$), 'succeeded', 'unbound fingerprints: another PIN');
+SELECT is((SELECT kind FROM opledger.events WHERE operation_id = 't97-2' ORDER BY seq DESC LIMIT 1), 'duplicate_effect',
+          'unbound fingerprints: is a duplicate effect');
+
 -- ===========================================================================
 -- Operators still see real duplicate effects.
 SELECT is(pg_temp.value_as('t97_agent', $$SELECT coalesce(duplicate_effects::text, 'hidden') || '/' || status
@@ -145,8 +191,8 @@ SELECT is(pg_temp.value_as('t97_recon', $$SELECT string_agg(kind, ',' ORDER BY s
 SELECT is(pg_temp.value_as('t97_recon', $$SELECT detail->'result' FROM opledger.events
               WHERE operation_id = 't97-1' AND kind = 'duplicate_effect'$$), '{"ok": true, "pin": "[REDACTED]"}',
           'whose detail keeps the second result, redacted');
-SELECT is(pg_temp.value_as('t97_dash', $$SELECT duplicate_effects_detected FROM opledger.metrics$$), '1',
-          'the dashboard counts it in metrics.duplicate_effects_detected');
+SELECT is(pg_temp.value_as('t97_dash', $$SELECT duplicate_effects_detected FROM opledger.metrics$$), '2',
+          'the dashboard counts it in metrics.duplicate_effects_detected (with the one of t97-2 above)');
 SELECT is(pg_temp.value_as('t97_agent', $$SELECT coalesce(duplicate_effects::text, 'hidden')
               FROM opledger.op_succeed('t97-1', '{"pin": "4821", "ok": true}', attempt => 1)$$), 'hidden',
           'a repeat of the stored PIN afterwards: still nothing for the agent');

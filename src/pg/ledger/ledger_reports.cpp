@@ -64,7 +64,7 @@ Datum report(FunctionCallInfo fcinfo, const char* function, PolicyNeed need, Cal
         // The keyed fingerprint of the payload as given, so that two successes that
         // differ only under redact pointers still compare as different (a duplicate
         // effect) while neither secret is stored.
-        values.payload_fingerprint = payload_fingerprint(values.payload);
+        values.payload_fingerprint = payload_fingerprint(locked.row.operation_id, values.payload);
         const core::PointerSet redact = core::PointerSet::parse(locked.policy.redact);
         values.payload = redact_payload(values.payload, redact);
     }
@@ -116,10 +116,11 @@ Datum op_succeed(FunctionCallInfo fcinfo) {
         bool by_fingerprint = false;
         if (l.row.state.status == sm::Status::succeeded) {
             by_fingerprint = !v.payload_fingerprint.null && !l.row.result_fingerprint.null;
-            if (by_fingerprint)
-                call.same_result = bytea_to_string(v.payload_fingerprint.datum) ==
-                                   bytea_to_string(l.row.result_fingerprint.datum);
-            else
+            if (by_fingerprint) {
+                const std::string stored = bytea_to_string(l.row.result_fingerprint.datum);
+                call.same_result = bytea_to_string(v.payload_fingerprint.datum) == stored ||
+                                   bytea_to_string(unbound_payload_fingerprint(result).datum) == stored;
+            } else
                 call.same_result = same_jsonb(v.payload, l.row.result);
         }
         sm::Verdict verdict = sm::succeed(l.row.state, l.policy.rules, call, now);

@@ -7,16 +7,19 @@
 -- Result oracle (issue 20 item 6): opledger.rejected_reuses gains a column kind
 -- ('reuse': OL001; 'result_mismatch': a success report whose result differs from a
 -- redacted stored one). The function's row type changes, so the view and the function
--- are recreated; the privileges granted on them (by create_roles() or by hand) are
--- carried over.
-SELECT pg_catalog.set_config('opledger_upgrade.rejected_reuses_acl',
-                             coalesce((SELECT c.relacl::text FROM pg_catalog.pg_class AS c
-                                        WHERE c.oid OPERATOR(pg_catalog.=) 'opledger.rejected_reuses'::pg_catalog.regclass), ''),
-                             true),
-       pg_catalog.set_config('opledger_upgrade.rejected_reuses_fn_acl',
-                             coalesce((SELECT p.proacl::text FROM pg_catalog.pg_proc AS p
-                                        WHERE p.oid OPERATOR(pg_catalog.=) 'opledger._rejected_reuses()'::pg_catalog.regprocedure), ''),
-                             true);
+-- are recreated without the privileges granted on them: opledger.create_roles(), run
+-- after every update, grants the shipped roles again (outside this script, so that
+-- pg_dump carries the grants); privileges granted by hand must be granted again.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+                WHERE c.oid OPERATOR(pg_catalog.=) 'opledger.rejected_reuses'::pg_catalog.regclass
+                  AND a.grantee OPERATOR(pg_catalog.<>) c.relowner) THEN
+        RAISE WARNING 'opledger: opledger.rejected_reuses is recreated without its grants'
+            USING HINT = 'Run SELECT opledger.create_roles(); after the update, and grant again what was granted on it by hand.';
+    END IF;
+END
+$$;
 DROP VIEW opledger.rejected_reuses;
 DROP FUNCTION opledger._rejected_reuses();
 CREATE FUNCTION opledger._rejected_reuses(
@@ -37,23 +40,3 @@ COMMENT ON VIEW opledger.rejected_reuses IS
     'Rejected reuses (OL001, kind reuse) of operation IDs and success reports that differ from a redacted stored result (kind result_mismatch) since the server started, per tenant, tool, operation ID and kind (tool and operation_id NULL: entries evicted when the table was full): a high count on one ID is a caller guessing a redacted value. Empty unless opledger is in shared_preload_libraries';
 REVOKE ALL ON FUNCTION opledger._rejected_reuses() FROM PUBLIC;
 REVOKE ALL ON opledger.rejected_reuses FROM PUBLIC;
-DO $$
-DECLARE
-    g record;
-BEGIN
-    FOR g IN
-        SELECT 'TABLE opledger.rejected_reuses' AS object, a.grantee, a.privilege_type, a.is_grantable
-          FROM pg_catalog.aclexplode(pg_catalog.nullif(pg_catalog.current_setting('opledger_upgrade.rejected_reuses_acl'), '')::pg_catalog.aclitem[]) AS a
-         WHERE a.grantee OPERATOR(pg_catalog.<>) a.grantor
-        UNION ALL
-        SELECT 'FUNCTION opledger._rejected_reuses()', a.grantee, a.privilege_type, a.is_grantable
-          FROM pg_catalog.aclexplode(pg_catalog.nullif(pg_catalog.current_setting('opledger_upgrade.rejected_reuses_fn_acl'), '')::pg_catalog.aclitem[]) AS a
-         WHERE a.grantee OPERATOR(pg_catalog.<>) a.grantor
-    LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON %s TO %s%s', g.privilege_type, g.object,
-                                  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
-                                       ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
-                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-    END LOOP;
-END
-$$;

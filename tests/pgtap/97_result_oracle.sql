@@ -131,6 +131,19 @@ SELECT is(pg_temp.value_as('t97_agent', $$SELECT coalesce(encode(result_fingerpr
           'a fresh operation''s success does not hand the agent the keyed fingerprint of its result (no offline dictionary)');
 SELECT isnt((SELECT result_fingerprint FROM opledger.operations WHERE operation_id = 't97-2'), NULL,
             'the fingerprint is stored all the same (what later reports are compared with)');
+-- The arguments' keyed fingerprint likewise: op_begin of a fresh operation with
+-- guessed arguments must not hand the agent one to compare with a stored args_hash.
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT coalesce(encode(args_hash, 'hex'), 'none') || '/' || fingerprint_alg
+              FROM opledger.op_begin('t97-5', 't97.pin', '{"card": "c-1", "pin": "4821"}')$$), 'none/jcs-hmac-sha256/1',
+          'op_begin does not hand the agent the keyed fingerprint of its arguments (no offline dictionary of args)');
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT coalesce(encode(args_hash, 'hex'), 'none')
+              FROM opledger.op_begin('t97-5', 't97.pin', '{"card": "c-1", "pin": "4821"}')$$), 'none',
+          'nor on a replay of the same operation');
+SELECT is(pg_temp.value_as('t97_admin', $$SELECT (args_hash = (SELECT o.args_hash FROM opledger.operations AS o
+              WHERE o.operation_id = 't97-5'))::text FROM opledger.op_begin('t97-5', 't97.pin', '{"card": "c-1", "pin": "4821"}')$$),
+          'true', 'a role that may read args_hash gets it from op_begin');
+SELECT is(pg_temp.value_as('t97_agent', $$SELECT length(args_hash)::text FROM opledger.op_begin('t97-6', 't97.plain2', '{"n": 1}')$$),
+          '32', 'a plain fingerprint (a SHA-256 of what the caller sent) is still handed to the agent');
 
 -- The fingerprint is bound to its operation: one taken of the same result for any
 -- other operation differs, so no role can build a dictionary of guessed values'

@@ -149,7 +149,7 @@ private:
         }
         store_new(*inserted, t, values_, now_);
         guess_new_id = true;
-        return begin_result(desc, *inserted, *t.decision, t.retry_after);
+        return begin_result(desc, *inserted, *t.decision, t.retry_after, caller_.role);
     }
 
     std::optional<Datum> decide_existing(TupleDesc desc) {
@@ -167,7 +167,7 @@ private:
             raise_reuse(*refusal, *row, fp_, doc_, given_alg, given_hash, caller_);
         const core::ledger::Transition& t = std::get<core::ledger::Transition>(verdict);
         store(*row, t, values_, now_, ReturnRow::no);
-        return begin_result(desc, *row, *t.decision, t.retry_after);
+        return begin_result(desc, *row, *t.decision, t.retry_after, caller_.role);
     }
 
     // The fingerprint of the call's arguments with alg (computed once per algorithm).

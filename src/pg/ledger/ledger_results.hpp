@@ -35,8 +35,9 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
 // The written row as the function's result (call before SPI_finish).
 Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadablePayloads& readable);
 
-// op_begin's answer for the operation as it is after the call.
+// op_begin's answer for the operation as it is after the call, to the calling role
+// (a keyed args_hash only if it may read that column).
 Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
-                   const std::optional<core::ledger::Micros>& retry_after);
+                   const std::optional<core::ledger::Micros>& retry_after, Oid role);
 
 }  // namespace opledger::pg::ledger

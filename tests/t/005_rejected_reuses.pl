@@ -116,6 +116,58 @@ my @leaked = grep { index($log, $_) >= 0 } (@guesses, $secret);
 is_deeply(\@leaked, [], 'no tried CVV (and not the stored one) appears anywhere in the server log')
   or diag("leaked: @leaked");
 
+is($node->safe_psql('postgres', "SELECT kind FROM opledger.rejected_reuses WHERE operation_id = '$op'"),
+	'reuse', 'its kind is reuse');
+
+# ---- a redacted result, guessed by success reports in savepoints ----------
+#
+# A tool that redacts /pin in its results stores "[REDACTED]" and compares later
+# success reports by a keyed fingerprint.  Reporting guesses for the operation that
+# already succeeded, each in a savepoint rolled back, leaves no event; every report
+# that differs from the stored result is still counted (kind result_mismatch) and
+# logged, the one that matches is not.
+
+my $pin_op = 'tap-pin-op';
+my $pin    = 'pin_secret_4821';
+my @pin_guesses = map { sprintf('pin_guess_%02d', $_) } 1 .. 12;
+$node->safe_psql('postgres', qq{
+	SELECT opledger.register_tool('tap.pin', 'non_idempotent_write', redact => '{/pin}');
+	SELECT decision FROM opledger.op_begin('$pin_op', 'tap.pin', '{"card": 1}');
+	SELECT status FROM opledger.op_succeed('$pin_op', '{"pin": "$pin", "ok": true}', attempt => 1);
+});
+my $pin_state = qq{
+	SELECT o.status || '/' || o.duplicate_effects || '/' || (SELECT count(*) FROM opledger.events e WHERE e.operation_id = o.operation_id)
+	FROM opledger.operations o WHERE o.operation_id = '$pin_op'};
+my $pin_before = $node->safe_psql('postgres', $pin_state);
+$offset = -s $node->logfile;
+my $pin_sql = '';
+for my $g (@pin_guesses[ 0 .. 5 ], $pin, @pin_guesses[ 6 .. 11 ])
+{
+	$pin_sql .= "BEGIN;\nSAVEPOINT guess;\n"
+	  . "SELECT status FROM opledger.op_succeed('$pin_op', '{\"pin\": \"$g\", \"ok\": true}', attempt => 1);\n"
+	  . "ROLLBACK TO SAVEPOINT guess;\nROLLBACK;\n";
+}
+$node->safe_psql('postgres', $pin_sql);
+is($node->safe_psql('postgres', $pin_state), $pin_before,
+	'result guesses: the rolled-back reports left the operation as it was (status, no duplicate effect, no event)');
+is($node->safe_psql('postgres', qq{
+	SELECT kind || '|' || tool || '|' || rejections || '|' || (last_role = current_user)
+	FROM opledger.rejected_reuses WHERE operation_id = '$pin_op'}),
+	'result_mismatch|tap.pin|12|true',
+	'result guesses: opledger.rejected_reuses counts the 12 mismatching reports (kind result_mismatch), in spite of the rollbacks; the matching one is not counted');
+is($node->safe_psql('postgres', "SELECT count(*) FROM opledger.rejected_reuses WHERE operation_id = '$op' AND kind = 'reuse'"),
+	'1', 'result guesses: the rejected reuses keep their own row');
+$log = log_since($node, $offset);
+$lines = () = $log =~ /LOG:  opledger: a success report differs from the stored redacted result/g;
+is($lines, 12, 'result guesses: one LOG line per mismatching report');
+like($log, qr/differs from the stored redacted result\n.*DETAIL:  Tenant "[^"]*", role "[^"]+"\./,
+	'result guesses: the LOG line names the tenant and the role');
+unlike($log, qr/differs from the stored redacted result\n.*DETAIL:  [^\n]*(?:\Q$pin_op\E|tap\.pin)/,
+	'result guesses: and not the operation ID or the tool');
+@leaked = grep { index($log, $_) >= 0 } (@pin_guesses, $pin);
+is_deeply(\@leaked, [], 'result guesses: no guessed PIN (and not the stored one) appears in the server log')
+  or diag("leaked: @leaked");
+
 # A restart empties the table (counts are since the server started).
 $node->restart;
 is($node->safe_psql('postgres', 'SELECT count(*) FROM opledger.rejected_reuses'),

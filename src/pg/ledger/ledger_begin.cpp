@@ -95,16 +95,15 @@ std::string hex(std::string_view bytes) {
     pg_call([&] { ereport(LOG, (errmsg("opledger: %s", log_text), errhidestmt(true), errhidecontext(true))); });
     // Counted where the caller's rollback cannot undo it (opledger.rejected_reuses).
     const std::string operation_id = text_to_string(row.operation_id.datum);
-    reuse_monitor_record(row.tenant.c_str(), row.tool.c_str(), operation_id.c_str(), caller.role);
+    reuse_monitor_record(MonitorKind::reuse, row.tenant.c_str(), row.tool.c_str(), operation_id.c_str(), caller.role);
     raise_refusal(refusal, detail);
 }
 
 // op_begin's work inside one SPI connection.
 class Begin {
 public:
-    Begin(const BeginArgs& args, const ToolPolicy& policy, const core::Document& doc, const Caller& caller,
-          core::ledger::Micros now)
-        : args_(args), policy_(policy), fp_(policy), doc_(doc), caller_(caller), now_(now) {
+    Begin(const BeginArgs& args, const ToolPolicy& policy, const core::Document& doc, const Caller& caller)
+        : args_(args), policy_(policy), fp_(policy), doc_(doc), caller_(caller) {
         call_.worker = args.worker.text;
         call_.lease = args.lease_us;
         values_.actor = args.worker.datum;
@@ -142,6 +141,7 @@ private:
         row.tenant = caller_.all_tenants ? std::string() : caller_.tenant;
         row.created_role = caller_.role_name;
         row.created_login = caller_.login_name;
+        now_ = GetCurrentTimestamp();
         const core::ledger::Transition t = core::ledger::begin_new(policy_.rules, call_, now_);
         std::optional<OperationRow> inserted = insert_operation(row, t, now_);
         if (!inserted) {
@@ -150,13 +150,14 @@ private:
         }
         store_new(*inserted, t, values_, now_);
         guess_new_id = true;
-        return begin_result(desc, *inserted, *t.decision, t.retry_after);
+        return begin_result(desc, *inserted, *t.decision, t.retry_after, caller_.role);
     }
 
     std::optional<Datum> decide_existing(TupleDesc desc) {
         std::optional<OperationRow> row =
             fetch_operation(PlanId::lock_operation_reserving_seq, args_.operation_id.datum);
         if (!row) return std::nullopt;
+        now_ = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
         require_tenant(caller_, row->tenant, "op_begin");  // (an error undoes the reserved seq too)
         call_.same_tool = row->tool == args_.tool;
         std::string given_alg = call_.same_tool ? row->fingerprint_alg : std::string(fp_.default_alg());
@@ -167,7 +168,7 @@ private:
             raise_reuse(*refusal, *row, fp_, doc_, given_alg, given_hash, caller_);
         const core::ledger::Transition& t = std::get<core::ledger::Transition>(verdict);
         store(*row, t, values_, now_, ReturnRow::no);
-        return begin_result(desc, *row, *t.decision, t.retry_after);
+        return begin_result(desc, *row, *t.decision, t.retry_after, caller_.role);
     }
 
     // The fingerprint of the call's arguments with alg (computed once per algorithm).
@@ -184,7 +185,7 @@ private:
     const Fingerprinter fp_;
     const core::Document& doc_;
     const Caller& caller_;
-    const core::ledger::Micros now_;
+    core::ledger::Micros now_ = 0;  // the call's time, read before its row is written
     core::ledger::BeginCall call_;
     CallValues values_;
     std::string hash_alg_, hash_;
@@ -226,13 +227,12 @@ Datum op_begin(FunctionCallInfo fcinfo) {
     if (!PG_ARGISNULL(5)) args.lease_us = lease_arg(fcinfo, 5, "op_begin");
     const core::Document doc = document_from_jsonb(args.args, json_parse_limits());
     const TupleDesc desc = result_descriptor(fcinfo);
-    const core::ledger::Micros now = GetCurrentTimestamp();
 
     SpiConnection spi;
     const Caller caller = current_caller();
     const ToolPolicy policy = policy_for(args.tool_datum.datum, true);
     if (!policy.rules.registered) notice_unregistered(args.tool);
-    Begin begin(args, policy, doc, caller, now);
+    Begin begin(args, policy, doc, caller);
     const Datum result = begin.run(desc);
     spi.finish();
     return result;

@@ -94,11 +94,12 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
     while (swept < max_rows) {
         std::optional<OperationRow> row = candidates.next();
         if (!row) break;
-        if (!sm::lease_expired(row->state, now)) continue;
+        const sm::Micros at = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
+        if (!sm::lease_expired(row->state, at)) continue;
         auto found = policies.find(row->tool);
         if (found == policies.end())
             found = policies.emplace(row->tool, policy_for(row->tool_datum.datum, false).rules).first;
-        store(*row, sm::expire_lease(row->state, found->second, now, "op_sweep"), values, now, ReturnRow::no);
+        store(*row, sm::expire_lease(row->state, found->second, at, "op_sweep"), values, at, ReturnRow::no);
         ++swept;
     }
     fold_counter_deltas(std::numeric_limits<int>::max());
@@ -136,8 +137,9 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     while (claimed < max_rows) {
         std::optional<OperationRow> row = candidates.next();
         if (!row) break;
-        if (!sm::claimable(row->state, now) || !may_touch(caller, row->tenant)) continue;
-        const std::optional<WrittenRow> written = store(*row, sm::claim(row->state, call, now), values, now, ReturnRow::yes);
+        const sm::Micros at = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
+        if (!sm::claimable(row->state, at) || !may_touch(caller, row->tenant)) continue;
+        const std::optional<WrittenRow> written = store(*row, sm::claim(row->state, call, at), values, at, ReturnRow::yes);
         if (!written) continue;
         ++claimed;
         operations_values(*written, desc, out_value_ptr, out_nulls, readable);

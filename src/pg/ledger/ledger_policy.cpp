@@ -69,16 +69,35 @@ ToolPolicy policy_for(Datum tool_datum, bool enforce_registration) {
     return policy;
 }
 
-Value payload_fingerprint(const Value& payload) {
-    if (payload.null) return Value{};
-    // jsonb's text form: equal jsonb values print alike (sorted keys, no duplicates).
+namespace {
+
+// jsonb's text form: equal jsonb values print alike (sorted keys, no duplicates).
+std::string payload_text(const Value& payload) {
     const Datum datum = payload.datum;
     const char* text = pg_call([&] {
         Jsonb* value = DatumGetJsonbP(datum);
         return JsonbToCString(nullptr, &value->root, VARSIZE(value));
     });
-    const core::Sha256Digest digest = core::hmac_sha256(hmac_key(), std::string("opledger-payload:") + text);
+    return text;
+}
+
+Value hmac_bytea(const std::string& message) {
+    const core::Sha256Digest digest = core::hmac_sha256(hmac_key(), message);
     return Value::of(string_to_bytea(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size())));
+}
+
+}  // namespace
+
+Value payload_fingerprint(const Value& operation_id, const Value& payload) {
+    if (payload.null) return Value{};
+    // The ID's length first, so that no other (ID, payload) pair gives the same message.
+    const std::string id = text_to_string(operation_id.datum);
+    return hmac_bytea("opledger-result/2:" + std::to_string(id.size()) + ":" + id + ":" + payload_text(payload));
+}
+
+Value unbound_payload_fingerprint(const Value& payload) {
+    if (payload.null) return Value{};
+    return hmac_bytea("opledger-payload:" + payload_text(payload));
 }
 
 std::string notify_token(const std::string& operation_id) {

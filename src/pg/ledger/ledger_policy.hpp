@@ -26,8 +26,15 @@ ToolPolicy policy_for(Datum tool_datum, bool enforce_registration);
 // The per-database fingerprint key (created on first need).
 std::string hmac_key();
 
-// The keyed fingerprint (HMAC-SHA256, bytea) of a jsonb payload as given, or NULL.
-Value payload_fingerprint(const Value& payload);
+// The keyed fingerprint (HMAC-SHA256, bytea) of a jsonb payload as given, for one
+// operation, or NULL. Bound to the operation ID, so that the fingerprint of a guessed
+// value taken for one operation (a fresh one, or another unknown one a reconciler
+// resolves in a savepoint) can never be compared with another's stored fingerprint.
+Value payload_fingerprint(const Value& operation_id, const Value& payload);
+// The fingerprint of the same payload not bound to an operation: the form of the
+// results stored before fingerprints were bound, which a later report is compared
+// with too. Nothing stores or returns this form.
+Value unbound_payload_fingerprint(const Value& payload);
 
 // The NOTIFY token of an operation: 32 hex digits of a keyed hash of its ID.
 std::string notify_token(const std::string& operation_id);

@@ -13,6 +13,7 @@
 #include "pg/ledger/ledger_redact.hpp"
 #include "pg/ledger/ledger_results.hpp"
 #include "pg/ledger/ledger_store.hpp"
+#include "pg/security/reuse_monitor.hpp"
 
 extern "C" {
 #include "utils/fmgrprotos.h"
@@ -30,6 +31,7 @@ struct Locked {
     ToolPolicy policy;
     std::string role;   // the calling database role
     std::string login;  // the session's login
+    Oid role_oid = InvalidOid;
 };
 
 // What a report needs of its tool's policy: the rules (effect, attempts, backoff) and
@@ -47,22 +49,23 @@ template <typename Decide, typename Check>
 Datum report(FunctionCallInfo fcinfo, const char* function, PolicyNeed need, CallValues values, Decide&& decide,
              Check&& check) {
     const TupleDesc desc = result_descriptor(fcinfo);
-    const sm::Micros now = GetCurrentTimestamp();
     SpiConnection spi;
     const Caller caller = current_caller();
     std::optional<OperationRow> row = fetch_operation(PlanId::lock_operation, PG_GETARG_DATUM(0));
     if (!row) raise_no_operation(function);
+    // The call's time is read once the row is ours (ledger_store.hpp, "Time").
+    const sm::Micros now = GetCurrentTimestamp();
     require_tenant(caller, row->tenant, function);
     check(*row, caller);
     ToolPolicy policy;
     if (need == PolicyNeed::rules || (need == PolicyNeed::redact_only && row->fingerprint_alg == kAlgHmac))
         policy = policy_for(row->tool_datum.datum, false);
-    Locked locked{std::move(*row), std::move(policy), caller.role_name, caller.login_name};
+    Locked locked{std::move(*row), std::move(policy), caller.role_name, caller.login_name, caller.role};
     if (!locked.policy.redact.empty()) {
         // The keyed fingerprint of the payload as given, so that two successes that
         // differ only under redact pointers still compare as different (a duplicate
         // effect) while neither secret is stored.
-        values.payload_fingerprint = payload_fingerprint(values.payload);
+        values.payload_fingerprint = payload_fingerprint(locked.row.operation_id, values.payload);
         const core::PointerSet redact = core::PointerSet::parse(locked.policy.redact);
         values.payload = redact_payload(values.payload, redact);
     }
@@ -111,14 +114,27 @@ Datum op_succeed(FunctionCallInfo fcinfo) {
         // Only an operation that already succeeded compares results (a repeat, or a
         // second, different success): by their fingerprints when the tool redacts
         // (and the stored result has one), else as jsonb values.
+        bool by_fingerprint = false;
         if (l.row.state.status == sm::Status::succeeded) {
-            if (!v.payload_fingerprint.null && !l.row.result_fingerprint.null)
-                call.same_result = bytea_to_string(v.payload_fingerprint.datum) ==
-                                   bytea_to_string(l.row.result_fingerprint.datum);
-            else
+            by_fingerprint = !v.payload_fingerprint.null && !l.row.result_fingerprint.null;
+            if (by_fingerprint) {
+                const std::string stored = bytea_to_string(l.row.result_fingerprint.datum);
+                call.same_result = bytea_to_string(v.payload_fingerprint.datum) == stored ||
+                                   bytea_to_string(unbound_payload_fingerprint(result).datum) == stored;
+            } else
                 call.same_result = same_jsonb(v.payload, l.row.result);
         }
-        return sm::succeed(l.row.state, l.policy.rules, call, now);
+        sm::Verdict verdict = sm::succeed(l.row.state, l.policy.rules, call, now);
+        // A report that differs from a redacted stored result is counted where the
+        // caller's rollback cannot undo it, and logged: a caller guessing the redacted
+        // value learns nothing from the call (the row it gets back carries no
+        // comparison it may not read), and operators see the guessing.
+        if (by_fingerprint && !call.same_result && std::holds_alternative<sm::Transition>(verdict)) {
+            const std::string operation_id = text_to_string(l.row.operation_id.datum);
+            reuse_monitor_record(MonitorKind::result_mismatch, l.row.tenant.c_str(), l.row.tool.c_str(),
+                                 operation_id.c_str(), l.role_oid);
+        }
+        return verdict;
     });
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "pg/ledger/ledger_policy.hpp"
 #include "pg/ledger/ledger_tables.hpp"
 
 extern "C" {
@@ -69,19 +70,31 @@ TupleDesc result_descriptor(FunctionCallInfo fcinfo) {
     return desc;
 }
 
+namespace {
+
+// Whether role may read the column of opledger.operations (SELECT on the table or on
+// the column). C-style: may ereport (run it under pg_call).
+bool column_readable(Oid role, Oid relid, const char* name) {
+    const AttrNumber attno = get_attnum(relid, name);
+    return attno != InvalidAttrNumber && pg_attribute_aclcheck(relid, attno, role, ACL_SELECT) == ACLCHECK_OK;
+}
+
+Oid operations_relid() { return get_relname_relid("operations", get_namespace_oid("opledger", false)); }
+
+}  // namespace
+
 ReadablePayloads readable_payloads(Oid role) {
     return pg_call([&] {
         ReadablePayloads r;
-        const Oid relid = get_relname_relid("operations", get_namespace_oid("opledger", false));
+        const Oid relid = operations_relid();
         if (pg_class_aclcheck(relid, role, ACL_SELECT) == ACLCHECK_OK) return r;
-        auto column = [&](const char* name) {
-            const AttrNumber attno = get_attnum(relid, name);
-            return attno != InvalidAttrNumber && pg_attribute_aclcheck(relid, attno, role, ACL_SELECT) == ACLCHECK_OK;
-        };
+        auto column = [&](const char* name) { return column_readable(role, relid, name); };
         r.args = column("args");
         r.result = column("result");
         r.error = column("error");
         r.approval_note = column("approval_note");
+        r.result_fingerprint = column("result_fingerprint");
+        r.duplicate_effects = column("duplicate_effects");
         return r;
     });
 }
@@ -94,7 +107,9 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
         const bool hidden = (!readable.args && strcmp(name, "args") == 0) ||
                             (!readable.result && strcmp(name, "result") == 0) ||
                             (!readable.error && strcmp(name, "error") == 0) ||
-                            (!readable.approval_note && strcmp(name, "approval_note") == 0);
+                            (!readable.approval_note && strcmp(name, "approval_note") == 0) ||
+                            (!readable.result_fingerprint && strcmp(name, "result_fingerprint") == 0) ||
+                            (!readable.duplicate_effects && strcmp(name, "duplicate_effects") == 0);
         if (attr->attisdropped || hidden) {
             values[i] = 0;
             nulls[i] = true;
@@ -130,7 +145,15 @@ Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadableP
 }
 
 Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
-                   const std::optional<core::ledger::Micros>& retry_after) {
+                   const std::optional<core::ledger::Micros>& retry_after, Oid role) {
+    // A keyed fingerprint goes only to a role that may read it in the table: taken
+    // of guessed arguments for a fresh operation (in a savepoint rolled back), it
+    // could be compared with another operation's, a guess that leaves no trace. A
+    // plain fingerprint is the SHA-256 of the canonical arguments the caller sent.
+    const bool hide_hash = row.fingerprint_alg == kAlgHmac && pg_call([&] {
+        const Oid relid = operations_relid();
+        return pg_class_aclcheck(relid, role, ACL_SELECT) != ACLCHECK_OK && !column_readable(role, relid, "args_hash");
+    });
     constexpr int kColumns = 14;
     if (desc->natts != kColumns)
         throw SqlError(ERRCODE_DATATYPE_MISMATCH, "opledger: begin_result does not have the expected 14 columns");
@@ -161,7 +184,7 @@ Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decisi
     put_time(9, s.finished_at);
     put(10, Value::of(BoolGetDatum(s.purged)));
     put(11, Value::of(string_to_text(row.fingerprint_alg)));
-    put(12, Value::of(string_to_bytea(row.args_hash)));
+    put(12, hide_hash ? Value{} : Value::of(string_to_bytea(row.args_hash)));
     put(13, s.lease_owner ? Value::of(string_to_text(*s.lease_owner)) : Value{});
     return form_result(desc, values, nulls);
 }

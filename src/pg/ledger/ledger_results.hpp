@@ -14,10 +14,17 @@ TupleDesc result_descriptor(FunctionCallInfo fcinfo);
 void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls);
 // Which payload columns of opledger.operations a role may read (SELECT on the table
 // or on the column); the others are handed back as NULL (SPEC §8: a report returns
-// nothing the caller couldn't read).
+// nothing the caller couldn't read). Besides the call's payloads: the keyed
+// fingerprint of the result, and the count of duplicate effects, which is the outcome
+// of comparing a repeated success with the stored result. Handed to a caller that may
+// not read them, either would tell it whether a guessed value equals a redacted
+// stored one (docs/security.md, "Secrets in results").
 struct ReadablePayloads {
     bool args = true, result = true, error = true, approval_note = true;
-    bool all() const { return args && result && error && approval_note; }
+    bool result_fingerprint = true, duplicate_effects = true;
+    bool all() const {
+        return args && result && error && approval_note && result_fingerprint && duplicate_effects;
+    }
 };
 ReadablePayloads readable_payloads(Oid role);
 
@@ -28,8 +35,9 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
 // The written row as the function's result (call before SPI_finish).
 Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadablePayloads& readable);
 
-// op_begin's answer for the operation as it is after the call.
+// op_begin's answer for the operation as it is after the call, to the calling role
+// (a keyed args_hash only if it may read that column).
 Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
-                   const std::optional<core::ledger::Micros>& retry_after);
+                   const std::optional<core::ledger::Micros>& retry_after, Oid role);
 
 }  // namespace opledger::pg::ledger

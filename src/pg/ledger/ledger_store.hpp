@@ -10,8 +10,14 @@
 // or savepoint takes its rows and its counts with it.
 //
 // Time: all ledger timestamps are the wall clock at the call (GetCurrentTimestamp,
-// i.e. clock_timestamp()), read once per call. Leases and backoff must mean real
-// time even inside a long caller transaction, where now() would stand still.
+// i.e. clock_timestamp()), read once per call and operation, after the operation's
+// row is locked (or, for a new operation, right before it is inserted). Leases and
+// backoff must mean real time even inside a long caller transaction, where now()
+// would stand still; and a call that waited for the row behind another transaction
+// must not write a time earlier than what that transaction wrote, so that an
+// operation's times (unknown_since <= resolved_at, events' `at` along seq) never go
+// backwards. The sweep and the claim select their candidates with the time at the
+// call's start and decide each one with the time after its lock.
 #pragma once
 
 #include <optional>

@@ -48,11 +48,13 @@ constexpr std::size_t kToolBytes = 256;
 constexpr std::size_t kOperationIdBytes = 1024;
 
 // The hash key: exact copies, zero-padded, compared and hashed as bytes (HASH_BLOBS).
-// An empty operation_id marks a tenant's overflow entry (the ledger never passes one).
+// An empty operation_id marks a tenant's overflow entry (the ledger never passes one),
+// one per tenant and kind.
 struct MonitorKey {
     char tenant[kTenantBytes + 1];
     char tool[kToolBytes + 1];
     char operation_id[kOperationIdBytes + 1];
+    char kind;  // MonitorKind
 };
 
 struct MonitorEntry {
@@ -62,7 +64,7 @@ struct MonitorEntry {
     TimestampTz last_at;
     NameData last_role;
 };
-static_assert(sizeof(MonitorKey) == kTenantBytes + kToolBytes + kOperationIdBytes + 3,
+static_assert(sizeof(MonitorKey) == kTenantBytes + kToolBytes + kOperationIdBytes + 4,
               "no padding in the key: every byte of it is set, so equal keys hash alike");
 static_assert(offsetof(MonitorEntry, key) == 0, "dynahash expects the key at the start of the entry");
 static_assert(std::is_trivially_copyable_v<MonitorEntry>, "entries are copied with memcpy");
@@ -171,6 +173,7 @@ bool make_room() {
         MonitorKey overflow_key;
         memset(&overflow_key, 0, sizeof overflow_key);
         memcpy(overflow_key.tenant, gone.key.tenant, sizeof overflow_key.tenant);
+        overflow_key.kind = gone.key.kind;
         bool found = false;
         auto* overflow = static_cast<MonitorEntry*>(hash_search(entries, &overflow_key, HASH_ENTER_NULL, &found));
         if (overflow == nullptr) return false;  // cannot happen: a slot was just freed
@@ -260,29 +263,43 @@ void log_escape(char* out, std::size_t out_size, const char* text) noexcept {
     out[o] = '\0';
 }
 
+const char* kind_name(char kind) {
+    return kind == static_cast<char>(MonitorKind::result_mismatch) ? "result_mismatch" : "reuse";
+}
+
 // The line names the tenant and the database role, never the operation ID or the
 // tool: they are values of the call's arguments (SPEC §6: no log line carries one).
 // opledger.rejected_reuses names the operation, for the roles that may see it.
 void log_guarded(void* arg) noexcept {
     auto* r = static_cast<Rejection*>(arg);
+    const bool mismatch = r->key.kind == static_cast<char>(MonitorKind::result_mismatch);
     char tenant[4 * kTenantBytes + 1];
     char role[4 * NAMEDATALEN + 1];
     log_escape(tenant, sizeof tenant, r->key.tenant);
     log_escape(role, sizeof role, NameStr(r->role));
     char count_text[160] = "";
     if (r->tracked)
-        snprintf(count_text, sizeof count_text, " It is rejection %lld of this operation ID since the server started.",
-                 static_cast<long long>(r->rejections));
+        snprintf(count_text, sizeof count_text, " It is %s %lld of this operation ID since the server started.",
+                 mismatch ? "mismatch" : "rejection", static_cast<long long>(r->rejections));
     else if (r->uncounted)
-        snprintf(count_text, sizeof count_text, " The rejected-reuse monitor is full; this rejection is not counted.");
+        snprintf(count_text, sizeof count_text, " The rejected-reuse monitor is full; this %s is not counted.",
+                 mismatch ? "mismatch" : "rejection");
     // LOG_SERVER_ONLY: the line is for operators, never sent to the client whatever
     // client_min_messages says. No STATEMENT or CONTEXT: both can carry the call's
     // literal arguments, and so the very secret being guessed.
-    ereport(LOG_SERVER_ONLY,
-            (errcode(kOL001), errmsg("opledger: rejected reuse of an operation ID"),
-             errdetail("Tenant \"%s\", role \"%s\".%s See opledger.rejected_reuses for the operation.", tenant,
-                       role, count_text),
-             errhidestmt(true), errhidecontext(true)));
+    if (mismatch)
+        ereport(LOG_SERVER_ONLY,
+                (errmsg("opledger: a success report differs from the stored redacted result"),
+                 errdetail("Tenant \"%s\", role \"%s\".%s See opledger.rejected_reuses (kind result_mismatch) "
+                           "for the operation.",
+                           tenant, role, count_text),
+                 errhidestmt(true), errhidecontext(true)));
+    else
+        ereport(LOG_SERVER_ONLY,
+                (errcode(kOL001), errmsg("opledger: rejected reuse of an operation ID"),
+                 errdetail("Tenant \"%s\", role \"%s\".%s See opledger.rejected_reuses for the operation.", tenant,
+                           role, count_text),
+                 errhidestmt(true), errhidecontext(true)));
 }
 
 void run_dropping_errors(void (*step)(void*) noexcept, Rejection* r) noexcept {
@@ -335,8 +352,8 @@ Datum rejected_reuses(FunctionCallInfo fcinfo) {
         if (!ledger::may_touch(caller, e->key.tenant)) continue;
         const bool overflow = is_overflow(e);
         pg_call([&] {
-            Datum values[7];
-            bool nulls[7] = {false, overflow, overflow, false, false, false, false};
+            Datum values[8];
+            bool nulls[8] = {false, overflow, overflow, false, false, false, false, false};
             values[0] = CStringGetTextDatum(e->key.tenant);
             values[1] = overflow ? (Datum)0 : CStringGetTextDatum(e->key.tool);
             values[2] = overflow ? (Datum)0 : CStringGetTextDatum(e->key.operation_id);
@@ -344,6 +361,7 @@ Datum rejected_reuses(FunctionCallInfo fcinfo) {
             values[4] = TimestampTzGetDatum(e->first_at);
             values[5] = TimestampTzGetDatum(e->last_at);
             values[6] = CStringGetTextDatum(NameStr(e->last_role));
+            values[7] = CStringGetTextDatum(kind_name(e->key.kind));
             tuplestore_putvalues(out, desc, values, nulls);
         });
     }
@@ -390,8 +408,10 @@ void reuse_monitor_init() {
     shmem_startup_hook = start_shared_memory;
 }
 
-void reuse_monitor_record(const char* tenant, const char* tool, const char* operation_id, Oid role) noexcept {
+void reuse_monitor_record(MonitorKind kind, const char* tenant, const char* tool, const char* operation_id,
+                          Oid role) noexcept {
     Rejection r;
+    r.key.kind = static_cast<char>(kind);
     bounded_copy(r.key.tenant, kTenantBytes, tenant);
     bounded_copy(r.key.tool, kToolBytes, tool);
     bounded_copy(r.key.operation_id, kOperationIdBytes, operation_id);

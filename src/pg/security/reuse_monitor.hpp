@@ -3,7 +3,10 @@
 // count survives the caller's rollback. An agent that guesses a redacted secret (a
 // CVV, a PIN) by looping op_begin and catching OL001 leaves no event, since the error
 // rolls back, but it does leave a row in opledger.rejected_reuses and one LOG line per
-// guess.
+// guess. The same for a redacted result (kind result_mismatch): every success report
+// whose result differs from the stored one of a tool with redact paths (compared by
+// their keyed fingerprints) is counted and logged, so guessing the stored value by
+// reporting successes in savepoints that roll back leaves the same trace.
 //
 // The table exists only when opledger is in shared_preload_libraries; its counts are
 // since the server last started (a restart, or the reinitialisation after a crash,
@@ -28,9 +31,14 @@ namespace opledger::pg {
 // hooks. Otherwise does nothing (the monitor then only logs).
 void reuse_monitor_init();
 
-// Called by the ledger right before it raises OL001, inside the caller's transaction.
-// Counts the rejection (when preloaded) and writes one LOG line (always) with the
-// tool, operation ID, tenant and role, never an argument value or a fingerprint.
+// What a monitor entry counts: rejected reuses (OL001), or success reports whose
+// result differs from a redacted stored one. One entry per kind and operation.
+enum class MonitorKind : char { reuse = 'r', result_mismatch = 'm' };
+
+// Called by the ledger right before it raises OL001 (kind reuse), or when a success
+// report's result differs from the redacted stored one (kind result_mismatch), inside
+// the caller's transaction. Counts it (when preloaded) and writes one LOG line
+// (always) with the tenant and role, never an argument value or a fingerprint.
 // role is the calling role (the one outside opledger's SECURITY DEFINER functions).
 // tool is best the operation's stored tool, so that one operation has one row
 // whichever tool a caller claims. Null pointers count as empty strings; texts longer
@@ -40,6 +48,7 @@ void reuse_monitor_init();
 // under the monitor's lock allocates or can ereport; the role name lookup and the
 // LOG line run under the boundary's guard, and an error there (out of memory) is
 // dropped, since the caller is about to raise OL001, whose abort cleans up after it.
-void reuse_monitor_record(const char* tenant, const char* tool, const char* operation_id, Oid role) noexcept;
+void reuse_monitor_record(MonitorKind kind, const char* tenant, const char* tool, const char* operation_id,
+                          Oid role) noexcept;
 
 }  // namespace opledger::pg

@@ -102,18 +102,6 @@ std::optional<OperationRow> lock_candidate(PlanId plan, const std::string& id, c
     return read_operation(SPI_tuptable, 0);
 }
 
-// The memory of one candidate's work: an SPI connection of its own, so that the
-// statements' tuple tables and every value built for the row are given back before
-// the next row, and a sweep of 100000 rows runs in the memory of one.
-class RowScope {
-public:
-    RowScope() = default;
-    void finish() { spi_.finish(); }
-
-private:
-    SpiConnection spi_;
-};
-
 Datum op_sweep(FunctionCallInfo fcinfo) {
     const int max_rows = positive_int_arg(fcinfo, 0, "op_sweep", "max_rows", kMaxSweepRows);
     const sm::Micros now = GetCurrentTimestamp();
@@ -128,11 +116,15 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
                           max_rows);
     std::map<std::string, sm::Policy> policies;
     int swept = 0;
+    // Each candidate is worked on in an SPI connection of its own (row_scope), so that
+    // its statements' tuple tables and every value built for it are given back before
+    // the next: a sweep of 100000 rows runs in the memory of one. What outlives a row
+    // (the role, the tenant, the candidates' key) lives in the call's connection.
     while (swept < max_rows) {
         check_for_interrupts();
         const std::optional<std::string> id = candidates.next();
         if (!id) break;
-        RowScope row_scope;
+        SpiConnection row_scope;
         std::optional<OperationRow> row = lock_candidate(PlanId::lock_sweep_candidate, *id, recheck);
         if (row && sm::lease_expired(row->state, now) && may_touch(caller, row->tenant)) {
             auto found = policies.find(row->tool);
@@ -176,11 +168,12 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     bool* out_nulls = reinterpret_cast<bool*>(out_nulls_storage.data());
     Datum* out_value_ptr = out_values.data();
     const CallValues values{worker, Value{}, Value{}, Value::of(string_to_text(caller.role_name))};
+    // One SPI connection per candidate, as in op_sweep.
     while (claimed < max_rows) {
         check_for_interrupts();
         const std::optional<std::string> id = candidates.next();
         if (!id) break;
-        RowScope row_scope;
+        SpiConnection row_scope;
         std::optional<OperationRow> row = lock_candidate(PlanId::lock_claim_candidate, *id, recheck);
         if (row && sm::claimable(row->state, now) && may_touch(caller, row->tenant)) {
             const std::optional<WrittenRow> written =

@@ -224,12 +224,15 @@ StatementText insert_deltas() {
             counter_param_types()};
 }
 
-// Rows of `table` removed and summed per tool, tenant and hour: those of `which`
-// this statement can see and no other transaction holds. Rows of transactions still
-// running are not visible, and rows another transaction holds (a concurrent fold, a
-// maintenance or prepared transaction) are skipped: both wait for a later fold, and a
-// fold never waits. hour: the hour the sums are for (m.hour: each row's own).
-StatementText fold(const char* table, const std::string& which, const std::string& hour, std::vector<Oid> types) {
+// Rows of the deltas or of the totals removed and summed per tool, tenant and hour:
+// those of `which` this statement can see and no other transaction holds. Rows of
+// transactions still running are not visible, and rows another transaction holds (a
+// concurrent fold, a maintenance or prepared transaction) are skipped: both wait for
+// a later fold, and a fold never waits. hour: the hour the sums are for (m.hour: each
+// row's own).
+enum class CountsTable { deltas, totals };
+StatementText fold(CountsTable from, const std::string& which, const std::string& hour, std::vector<Oid> types) {
+    const char* table = from == CountsTable::deltas ? "opledger.counter_deltas" : "opledger.counters";
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
         sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
@@ -304,16 +307,16 @@ StatementText statement_text(PlanId id) {
         case PlanId::insert_deltas:
             return insert_deltas();
         case PlanId::fold_deltas:
-            return fold("opledger.counter_deltas", "LIMIT $1", "m.hour", {INT4OID});
+            return fold(CountsTable::deltas, "LIMIT $1", "m.hour", {INT4OID});
         case PlanId::fold_window:
             // The deltas with ids in ($1, $2]: a range scan of the primary key.
-            return fold("opledger.counter_deltas",
+            return fold(CountsTable::deltas,
                         "WHERE l.delta_id OPERATOR(pg_catalog.>) $1 AND l.delta_id OPERATOR(pg_catalog.<=) $2", "m.hour",
                         {INT8OID, INT8OID});
         case PlanId::retire_hours:
             // The totals of hours before $1 (a range scan of counters_hour_idx), summed
             // into hour -infinity, where the all-time sums stay exact.
-            return fold("opledger.counters",
+            return fold(CountsTable::totals,
                         "WHERE l.hour OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz "
                         "AND l.hour OPERATOR(pg_catalog.<) $1 AND ($3 OR l.tenant OPERATOR(pg_catalog.=) $4) LIMIT $2",
                         "'-infinity'::pg_catalog.timestamptz", {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID});

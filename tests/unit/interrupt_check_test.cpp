@@ -67,6 +67,7 @@ TEST_F(InterruptCheckTest, AThrowStopsTheCallAndTheWorkspaceStaysUsable) {
     throw_at = 8;  // while writing
     checks = 0;
     EXPECT_THROW(canonicalize_text(text, ParseLimits{}, workspace, out), Cancelled);
+    checks = 0;
     EXPECT_THROW((void)canonical_sha256_text(text, ParseLimits{}, workspace), Cancelled);
     throw_at = 0;
     canonicalize_text(text, ParseLimits{}, workspace, out);

@@ -232,14 +232,17 @@ StatementText insert_deltas() {
 // row's own).
 enum class CountsTable { deltas, totals };
 StatementText fold(CountsTable from, const std::string& which, const std::string& hour, std::vector<Oid> types) {
-    const char* table = from == CountsTable::deltas ? "opledger.counter_deltas" : "opledger.counters";
+    const bool deltas = from == CountsTable::deltas;
+    const char* remove = deltas ? "WITH m AS (DELETE FROM opledger.counter_deltas AS d "
+                                : "WITH m AS (DELETE FROM opledger.counters AS d ";
+    const char* pick = deltas ? "SELECT l.ctid FROM opledger.counter_deltas AS l "
+                              : "SELECT l.ctid FROM opledger.counters AS l ";
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
         sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
-    return {std::string("WITH m AS (DELETE FROM ") + table + " AS d "
-            "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "SELECT l.ctid FROM " + table + " AS l " + which + " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
-            "SELECT m.tool, m.tenant, " + hour + sums + " FROM m GROUP BY m.tool, m.tenant, " + hour,
+    return {std::string(remove) + "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" + pick + which +
+                " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
+                "SELECT m.tool, m.tenant, " + hour + sums + " FROM m GROUP BY m.tool, m.tenant, " + hour,
             std::move(types)};
 }
 

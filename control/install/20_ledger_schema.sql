@@ -228,6 +228,10 @@ CREATE TABLE opledger.counters (
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE opledger.counters IS
     'Running totals behind opledger.metrics and opledger.tool_stats (per tool and slot; sum over slots, plus opledger.counter_deltas)';
+-- The hours op_sweep folds into hour -infinity (opledger.counters_retention) and the
+-- recent hours metrics_since reads. hour is never updated, so the totals' updates
+-- stay HOT.
+CREATE INDEX counters_hour_idx ON opledger.counters (hour);
 
 -- Tenants (docs/security.md): a role mapped here, or a member of it, may touch only
 -- the operations of its tenant; '*' sees every tenant. Unmapped roles share the

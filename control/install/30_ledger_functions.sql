@@ -235,7 +235,7 @@ CREATE FUNCTION opledger.op_sweep(max_rows integer DEFAULT 1000) RETURNS integer
     SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_sweep';
 COMMENT ON FUNCTION opledger.op_sweep(integer) IS
-    'Expires stale leases (pending -> unknown, or retryable/failed for read_only tools; SKIP LOCKED, safe from many sessions and pg_cron) and folds the counter deltas into the totals';
+    'Expires the stale leases of the caller''s tenant (pending -> unknown, or retryable/failed for read_only tools; SKIP LOCKED, safe from many sessions and pg_cron), folds the counter deltas into the totals and the hours older than opledger.counters_retention into each tool''s all-time row';
 
 CREATE FUNCTION opledger.op_claim_reconciliation(
     worker    text,
@@ -257,6 +257,7 @@ CREATE FUNCTION opledger.op_purge(older_than interval) RETURNS integer
 AS $$
 DECLARE
     purge_time timestamptz := pg_catalog.clock_timestamp();
+    scope text := opledger.current_tenant();  -- '*': every tenant
     cutoff timestamptz;
     candidate text;
     purged integer := 0;
@@ -270,8 +271,12 @@ BEGIN
     cutoff := purge_time OPERATOR(pg_catalog.-) older_than;
     -- The candidates are read without locks (an index scan that Citus can run on every
     -- shard), then each is locked alone by its ID (SKIP LOCKED: a row another
-    -- transaction holds waits for the next purge), checked again under the lock, and
-    -- purged by statements that name that one operation and take the time as a value.
+    -- transaction holds waits for the next purge) by a statement that checks it again,
+    -- so a row that no longer qualifies is not locked, and purged by statements that
+    -- name that one operation and take the time as a value. Only the caller's tenant's
+    -- operations qualify (every tenant's for admins, superusers and '*'): the shipped
+    -- roles give op_purge to opledger_admin only, and a role an operator grants it to
+    -- purges its own tenant's operations. Each statement checks for a query cancel.
     -- Tombstones keep ID, tool, fingerprint, final status and finished_at, so a late
     -- duplicate is still answered replay/failed; payloads and events go.
     -- (IN, like the predicate of operations_finished_idx, so that index serves it.)
@@ -279,11 +284,13 @@ BEGIN
         SELECT o.operation_id FROM opledger.operations AS o
          WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged
            AND o.finished_at OPERATOR(pg_catalog.<) cutoff
+           AND (o.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*')
     LOOP
         PERFORM 1 FROM opledger.operations AS o
           WHERE o.operation_id OPERATOR(pg_catalog.=) candidate
             AND o.status IN ('succeeded', 'failed') AND NOT o.purged
             AND o.finished_at OPERATOR(pg_catalog.<) cutoff
+            AND (o.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*')
             FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         UPDATE opledger.operations AS o
@@ -297,7 +304,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION opledger.op_purge(interval) IS
-    'Purges final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
+    'Purges the caller''s tenant''s final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
 
 -- SPEC §3 / docs/security.md: with opledger.notify = on, NOTIFY opledger carries
 -- {"token": ..., "status": ...} where the token is this keyed hash of the operation

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/document_impl.hpp"
+#include "core/interrupts.hpp"
 #include "core/sha256_ni.hpp"
 #include "core/string_escape.hpp"
 #include "core/string_scan.hpp"
@@ -149,6 +150,7 @@ private:
         const bool is_array = node.type == NodeType::array;
         const std::size_t depth = stack_.size();
         while (frame.position < node.size) {
+            interrupts_.tick();
             const std::uint32_t position = frame.position++;
             std::uint32_t value_index;
             std::uint32_t key_index = 0;
@@ -191,6 +193,7 @@ private:
     OutputSink& out_;
     std::pmr::vector<WriteFrame>& stack_;
     std::vector<PointerCursor> cursors_;  // the cursor of each open container
+    InterruptCountdown interrupts_;
 };
 
 // The rare and long cases of write_plain, out of line (it hands its cursor to the
@@ -335,10 +338,12 @@ void write_plain(const Document::Impl& doc, OutputSink& out, std::pmr::vector<Wr
 
     const Node* value = tape;
     char separator = '\0';
+    InterruptCountdown interrupts;
     goto write_value;  // the root
 
 next_member:
     if constexpr (kHashBlocks) digest.step(hashed, cursor);
+    interrupts.tick();  // a throw abandons the sink's output, which is never used then
     if (position == count) {
         if (room() < 1) {
             give();

@@ -155,6 +155,15 @@ private:
     friend Sha256Digest canonical_sha256(const Document&, const WriteOptions&);
 };
 
+// Long work calls an interrupt check now and then (every 65536 values parsed or
+// written), so that the program embedding the core can stop a call on a very large
+// document: the check may throw, and the exception leaves the call the way a
+// JsonError does (every buffer is released; a Workspace stays usable). The
+// PostgreSQL layer sets one that raises a pending query cancel. nullptr (the
+// default): no checks. Process-wide; set it before any parse or write runs.
+using InterruptCheck = void (*)();
+void set_interrupt_check(InterruptCheck check) noexcept;
+
 // Convenience: parse_json_text(text).canonical(), through a per-call Workspace.
 std::string canonicalize_text(std::string_view text, const ParseLimits& limits);
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/interrupts.hpp"
 #include "core/number_format.hpp"
 #include "core/string_scan.hpp"
 #include "core/utf8.hpp"
@@ -145,6 +146,7 @@ public:
         goto value;
 
     after_value:  // a complete value: ',' continues the container, a bracket closes it
+        interrupts_.tick();
         if (open_.empty()) goto done;
         {
             ParseFrame& top = open_.back();
@@ -446,6 +448,7 @@ private:
     // Write-only parse: scalars whose input spelling is canonical become raw nodes
     // (one verbatim copy in the writer, no per-type dispatch); see NodeType::raw.
     bool raw_strings_;
+    InterruptCountdown interrupts_;
     NodeType number_type_ = raw_strings_ ? NodeType::raw : NodeType::number;
     bool escape_produced_special_ = false;  // the string being unescaped needs escaping on output
 };

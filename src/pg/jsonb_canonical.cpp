@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pg/boundary.hpp"
+#include "pg/interrupts.hpp"
 #include "pg/jsonb_reader.hpp"
 
 extern "C" {
@@ -26,6 +27,8 @@ namespace {
 // numeric_out's text goes to this context, reset every kNumbersPerReset numbers and
 // when the walk ends, so a document of millions of numbers holds little at a time.
 constexpr int kNumbersPerReset = 4096;
+// Values written between two checks for a query cancel (a few ms of work).
+constexpr std::uint32_t kValuesPerInterruptCheck = 1u << 16;
 
 MemoryContext number_text_context() {
     static MemoryContext context = nullptr;
@@ -161,6 +164,10 @@ private:
         const std::size_t depth = stack_.size();
         Frame* frame = &stack_.back();
         while (frame->position < frame->count) {
+            if (--values_until_check_ == 0) {
+                values_until_check_ = kValuesPerInterruptCheck;
+                check_for_interrupts();  // a cancel unwinds this walk like any error
+            }
             const std::uint32_t position = frame->position++;
             if (frame->is_object) {
                 const std::uint32_t* offsets = scratch_.data() + frame->scratch;
@@ -191,6 +198,7 @@ private:
     std::pmr::vector<std::string_view> names_;  // member names of the object being sorted
     MemoryContext numbers_;
     int numbers_since_reset_ = 0;
+    std::uint32_t values_until_check_ = kValuesPerInterruptCheck;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "pg/jsonb_reader.hpp"
 
 #include "pg/boundary.hpp"
+#include "pg/interrupts.hpp"
 
 #include <string>
 #include <vector>
@@ -291,6 +292,7 @@ core::Document document_from_jsonb(Jsonb* value, const core::ParseLimits& limits
             path.leave(token, raw_scalar);
         }
         if (batch.done) return builder.finish();
+        check_for_interrupts();  // between batches: a large value answers a query cancel
     }
 }
 

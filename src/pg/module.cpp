@@ -10,6 +10,7 @@ namespace opledger::pg {
 void define_ledger_gucs();
 void keep_heap_top_between_calls();
 void reuse_monitor_init();
+void install_interrupt_check() noexcept;
 }
 
 extern "C" {
@@ -21,6 +22,7 @@ PGDLLEXPORT void _PG_init(void);
 void _PG_init(void) {
     opledger::pg::keep_heap_top_between_calls();
     opledger::pg::define_ledger_gucs();
+    opledger::pg::install_interrupt_check();  // long jcs parses and writes answer a query cancel
     opledger::pg::reuse_monitor_init();  // only when preloaded: shared memory, its setting
     MarkGUCPrefixReserved("opledger");
 }

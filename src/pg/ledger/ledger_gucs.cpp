@@ -17,6 +17,7 @@ bool ledger_notify = false;
 int ledger_max_payload_bytes = 1024 * 1024;
 bool ledger_require_attempt = false;
 bool ledger_cluster_metrics = false;
+int ledger_counters_retention_minutes = 90 * 24 * 60;
 
 void define_ledger_gucs() {
     // SUSET: a policy of the database's operators, not of the agents calling op_begin.
@@ -62,6 +63,17 @@ void define_ledger_gucs() {
         "Each node counts the calls it ran in its own counters tables. When on, and Citus's "
         "run_command_on_all_nodes exists, opledger.metrics and opledger.tool_stats sum every node's.",
         &ledger_cluster_metrics, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
+
+    // SUSET: the breakdown it drops is every tenant's; a caller must not be able to
+    // shorten it for the sweeps it runs.
+    DefineCustomIntVariable(
+        "opledger.counters_retention",
+        "How long op_sweep keeps the hourly breakdown of the counts (metrics_hourly, metrics_since).",
+        "op_sweep folds the counts of hours that began longer ago than this into one row per tool "
+        "and tenant (hour -infinity): every total stays exact, only the older hours' breakdown goes. "
+        "0 keeps every hour.",
+        &ledger_counters_retention_minutes, 90 * 24 * 60, 0, INT_MAX, PGC_SUSET, GUC_UNIT_MIN,
+        nullptr, nullptr, nullptr);
 }
 
 }  // namespace opledger::pg

@@ -15,6 +15,10 @@ extern bool ledger_require_attempt;
 // opledger.cluster_metrics: the metrics views add up every node's counts (Citus).
 extern bool ledger_cluster_metrics;
 
+// opledger.counters_retention: hours of counts older than this (minutes; 0: none)
+// are folded by op_sweep into their tool's all-time row.
+extern int ledger_counters_retention_minutes;
+
 void define_ledger_gucs();
 
 }  // namespace opledger::pg

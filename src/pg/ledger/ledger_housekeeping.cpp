@@ -9,6 +9,7 @@
 #include "core/jcs.hpp"
 #include "core/ledger/state_machine.hpp"
 #include "pg/boundary.hpp"
+#include "pg/interrupts.hpp"
 #include "pg/ledger/ledger_args.hpp"
 #include "pg/ledger/ledger_caller.hpp"
 #include "pg/ledger/ledger_policy.hpp"
@@ -28,12 +29,27 @@ namespace {
 namespace sm = opledger::core::ledger;
 
 // Candidates are read without locks, a page at a time in key order (an index scan
-// that runs shard by shard when the ledger is distributed). Each is then locked alone
-// by its ID (SKIP LOCKED: a row another transaction holds waits for the next run) and
-// checked again under the lock: the page's snapshot may predate a transition that
-// committed since. One operation per statement is what a distributed ledger can run on
-// any node; paging on past the rows another session holds keeps two sweepers or
-// reconcilers from stalling each other.
+// that runs shard by shard when the ledger is distributed), and only those of the
+// caller's tenant (every tenant's for superusers, admins and roles mapped to '*').
+// Each is then locked alone by its ID, by a statement that repeats the whole
+// condition (state, time and tenant) and skips rows another transaction holds
+// (FOR UPDATE SKIP LOCKED: such a row waits for the next run). One operation per
+// statement is what a distributed ledger can run on any node; paging on past the
+// rows another session holds keeps two sweepers or reconcilers from stalling each
+// other.
+//
+// Why the condition is in the locking statement, not checked after it: under READ
+// COMMITTED the statement reads the row as its own, newer snapshot shows it, and a
+// row that no longer matches (a report or a claim committed since the page was read)
+// is not locked at all, where a lock by ID alone would hold it to the end of the
+// caller's transaction for nothing. (A row that changes between that snapshot and the
+// lock is locked in its newest version, checked again by PostgreSQL and skipped; only
+// that window of microseconds can leave an unchanged row locked.) The tenant is part
+// of it so that the caller's transaction can never hold another tenant's row, even
+// for a moment: the tenant of an operation never changes.
+//
+// The IDs are kept as strings and each page's tuple table is freed once read, so a
+// page holds no memory of the SPI connection while its rows are worked on.
 class Candidates {
 public:
     // params: the statement's own first parameters; the key follows them.
@@ -43,43 +59,48 @@ public:
         params_.push_back(string_to_text(""));                // before every ID
     }
 
-    // The next candidate's row, locked; nothing when none is left.
-    std::optional<OperationRow> next() {
-        for (;;) {
-            if (index_ == ids_.size()) {
-                if (exhausted_ || !read_page()) return std::nullopt;
-            }
-            const Value id = ids_[index_++];
-            if (std::optional<OperationRow> row = fetch_operation(PlanId::lock_operation_skip_locked, id.datum))
-                return row;
-        }
+    // The next candidate's ID; nothing when none is left.
+    std::optional<std::string> next() {
+        if (index_ == ids_.size() && (exhausted_ || !read_page())) return std::nullopt;
+        return ids_[index_++];
     }
 
 private:
     bool read_page() {
         execute(plan_, params_.data(), nullptr, 0);
         SPITupleTable* table = SPI_tuptable;
+        const uint64 rows = SPI_processed;
         ids_.clear();
         index_ = 0;
-        for (uint64 i = 0; i < SPI_processed; ++i) {
+        for (uint64 i = 0; i < rows; ++i) {
             bool null = false;
-            ids_.push_back(Value::of(column(table, i, 0, &null)));
-            if (i + 1 == SPI_processed) {
-                params_[params_.size() - 2] = column(table, i, 1, &null);
-                params_[params_.size() - 1] = ids_.back().datum;
-            }
+            ids_.push_back(text_to_string(column(table, i, 0, &null)));
+            if (i + 1 == rows) params_[params_.size() - 2] = column(table, i, 1, &null);  // by value
         }
-        exhausted_ = SPI_processed < static_cast<uint64>(page_);
+        pg_call([table] { SPI_freetuptable(table); });
+        if (!ids_.empty()) params_.back() = string_to_text(ids_.back());
+        exhausted_ = rows < static_cast<uint64>(page_);
         return !ids_.empty();
     }
 
     PlanId plan_;
     std::vector<Datum> params_;
     int page_;
-    std::vector<Value> ids_;
+    std::vector<std::string> ids_;
     std::size_t index_ = 0;
     bool exhausted_ = false;
 };
+
+// Locks a candidate with the statement that checks it again (see Candidates); its row
+// if it still qualifies and no other transaction holds it. recheck: the parameters
+// after the ID.
+std::optional<OperationRow> lock_candidate(PlanId plan, const std::string& id, const std::vector<Datum>& recheck) {
+    std::vector<Datum> values{string_to_text(id)};
+    values.insert(values.end(), recheck.begin(), recheck.end());
+    execute(plan, values.data(), nullptr, 1);
+    if (SPI_processed == 0) return std::nullopt;
+    return read_operation(SPI_tuptable, 0);
+}
 
 Datum op_sweep(FunctionCallInfo fcinfo) {
     const int max_rows = positive_int_arg(fcinfo, 0, "op_sweep", "max_rows", kMaxSweepRows);
@@ -88,21 +109,35 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
     const Caller caller = current_caller();
     CallValues values;
     set_caller(values, caller);
-    Candidates candidates(PlanId::sweep_candidates, {TimestampTzGetDatum(now), Int32GetDatum(max_rows)}, max_rows);
+    const Datum tenant = string_to_text(caller.tenant);
+    const std::vector<Datum> recheck = {TimestampTzGetDatum(now), BoolGetDatum(caller.all_tenants), tenant};
+    Candidates candidates(PlanId::sweep_candidates,
+                          {TimestampTzGetDatum(now), Int32GetDatum(max_rows), BoolGetDatum(caller.all_tenants), tenant},
+                          max_rows);
     std::map<std::string, sm::Policy> policies;
     int swept = 0;
+    // Each candidate is worked on in an SPI connection of its own (row_scope), so that
+    // its statements' tuple tables and every value built for it are given back before
+    // the next: a sweep of 100000 rows runs in the memory of one. What outlives a row
+    // (the role, the tenant, the candidates' key) lives in the call's connection.
     while (swept < max_rows) {
-        std::optional<OperationRow> row = candidates.next();
-        if (!row) break;
+        check_for_interrupts();
+        const std::optional<std::string> id = candidates.next();
+        if (!id) break;
+        SpiConnection row_scope;
+        std::optional<OperationRow> row = lock_candidate(PlanId::lock_sweep_candidate, *id, recheck);
         const sm::Micros at = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
-        if (!sm::lease_expired(row->state, at)) continue;
-        auto found = policies.find(row->tool);
-        if (found == policies.end())
-            found = policies.emplace(row->tool, policy_for(row->tool_datum.datum, false).rules).first;
-        store(*row, sm::expire_lease(row->state, found->second, at, "op_sweep"), values, at, ReturnRow::no);
-        ++swept;
+        if (row && sm::lease_expired(row->state, at) && may_touch(caller, row->tenant)) {
+            auto found = policies.find(row->tool);
+            if (found == policies.end())
+                found = policies.emplace(row->tool, policy_for(row->tool_datum.datum, false).rules).first;
+            store(*row, sm::expire_lease(row->state, found->second, at, "op_sweep"), values, at, ReturnRow::no);
+            ++swept;
+        }
+        row_scope.finish();
     }
     fold_counter_deltas(std::numeric_limits<int>::max());
+    retire_counter_hours(now, max_rows, caller.all_tenants, tenant);
     spi.finish();
     return Int32GetDatum(swept);
 }
@@ -123,9 +158,10 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     SpiConnection spi;
     const Caller caller = current_caller();
     const ReadablePayloads readable = readable_payloads(caller.role);
+    const Datum tenant = string_to_text(caller.tenant);
+    const std::vector<Datum> recheck = {TimestampTzGetDatum(now), BoolGetDatum(caller.all_tenants), tenant};
     Candidates candidates(PlanId::claim_candidates,
-                          {TimestampTzGetDatum(now), Int32GetDatum(max_rows), BoolGetDatum(caller.all_tenants),
-                           string_to_text(caller.tenant)},
+                          {TimestampTzGetDatum(now), Int32GetDatum(max_rows), BoolGetDatum(caller.all_tenants), tenant},
                           max_rows);
     int claimed = 0;
     std::vector<Datum> out_values(desc->natts);
@@ -134,16 +170,25 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     Datum* out_value_ptr = out_values.data();
     CallValues values{worker, Value{}, Value{}, Value{}};
     set_caller(values, caller);
+    // One SPI connection per candidate, as in op_sweep.
     while (claimed < max_rows) {
-        std::optional<OperationRow> row = candidates.next();
-        if (!row) break;
+        check_for_interrupts();
+        const std::optional<std::string> id = candidates.next();
+        if (!id) break;
+        SpiConnection row_scope;
+        std::optional<OperationRow> row = lock_candidate(PlanId::lock_claim_candidate, *id, recheck);
         const sm::Micros at = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
-        if (!sm::claimable(row->state, at) || !may_touch(caller, row->tenant)) continue;
-        const std::optional<WrittenRow> written = store(*row, sm::claim(row->state, call, at), values, at, ReturnRow::yes);
-        if (!written) continue;
-        ++claimed;
-        operations_values(*written, desc, out_value_ptr, out_nulls, readable);
-        pg_call([&] { tuplestore_putvalues(store_out, desc, out_value_ptr, out_nulls); });
+        if (row && sm::claimable(row->state, at) && may_touch(caller, row->tenant)) {
+            const std::optional<WrittenRow> written =
+                store(*row, sm::claim(row->state, call, at), values, at, ReturnRow::yes);
+            if (written) {
+                ++claimed;
+                // The tuplestore copies the row into the call's own memory.
+                operations_values(*written, desc, out_value_ptr, out_nulls, readable);
+                pg_call([&] { tuplestore_putvalues(store_out, desc, out_value_ptr, out_nulls); });
+            }
+        }
+        row_scope.finish();
     }
     spi.finish();
     return (Datum)0;

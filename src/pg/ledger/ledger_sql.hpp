@@ -43,11 +43,13 @@ enum class PlanId : int {
     insert_deltas,     // one call's counts (opledger.counter_deltas)
     fold_deltas,       // remove up to $1 deltas, summed per tool (op_sweep)
     fold_window,       // remove the deltas with ids in ($1, $2], summed per tool
+    retire_hours,      // remove up to $2 totals rows of hours before $1 (of tenant $4 unless $3), summed per tool
     count_in_slot,     // add a tool's sums to an unlocked counters row of the tool
     count_new_slot,    // or to a new one
-    sweep_candidates,  // IDs of pending operations whose lease ran out, after a key (no lock)
+    sweep_candidates,  // IDs of pending operations whose lease ran out, of a tenant, after a key (no lock)
     claim_candidates,  // IDs of unknown operations without a live claim, of a tenant, after a key (no lock)
-    lock_operation_skip_locked,  // one operation, FOR UPDATE SKIP LOCKED (housekeeping)
+    lock_sweep_candidate,  // one operation if its lease ran out by $2 (tenant $4 unless $3), FOR UPDATE SKIP LOCKED
+    lock_claim_candidate,  // one operation if unknown without a claim live at $2 (tenant $4 unless $3), the same
     lock_operation_reserving_seq,  // one operation, locked by an UPDATE that takes the next event seq (op_begin)
     bump_event_seq,    // an operation's last event seq, when nothing else of it changes
     role_tenants,      // the tenant mappings (opledger.role_tenants)

@@ -655,4 +655,12 @@ uint64 fold_counter_deltas(int max_rows) {
     return add_folded_sums();
 }
 
+uint64 retire_counter_hours(sm::Micros now, int max_rows, bool all_tenants, Datum tenant) {
+    if (ledger_counters_retention_minutes == 0) return 0;  // every hour is kept
+    const sm::Micros cutoff = now - static_cast<sm::Micros>(ledger_counters_retention_minutes) * USECS_PER_MINUTE;
+    Datum values[4] = {TimestampTzGetDatum(cutoff), Int32GetDatum(max_rows), BoolGetDatum(all_tenants), tenant};
+    execute(PlanId::retire_hours, values, nullptr, 0);
+    return add_folded_sums();
+}
+
 }  // namespace opledger::pg::ledger

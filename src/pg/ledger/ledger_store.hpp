@@ -104,4 +104,11 @@ void store_new(const OperationRow& row, const sm::Transition& t, const CallValue
 // them all; calls fold a few now and then (ledger_store.cpp, add_counts).
 uint64 fold_counter_deltas(int max_rows);
 
+// The retention of the hourly counts (opledger.counters_retention): the totals rows
+// of hours that began longer than that before `now` (up to max_rows of them, of
+// tenant `tenant` or, with all_tenants, of every tenant) are folded into their tool's
+// totals of hour -infinity. Every total stays exact; only the hours' breakdown goes.
+// Returns the number of tools folded into. op_sweep runs it.
+uint64 retire_counter_hours(sm::Micros now, int max_rows, bool all_tenants, Datum tenant);
+
 }  // namespace opledger::pg::ledger

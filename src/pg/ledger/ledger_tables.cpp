@@ -228,18 +228,25 @@ StatementText insert_deltas() {
             counter_param_types()};
 }
 
-// Deltas removed and summed per tool: those of `which` this statement can see and
-// no other transaction holds. Rows of transactions still running are not visible,
-// and rows another transaction holds (a concurrent fold, a maintenance or prepared
-// transaction) are skipped: both wait for a later fold, and a fold never waits.
-StatementText fold(const std::string& which, std::vector<Oid> types) {
+// Rows of the deltas or of the totals removed and summed per tool, tenant and hour:
+// those of `which` this statement can see and no other transaction holds. Rows of
+// transactions still running are not visible, and rows another transaction holds (a
+// concurrent fold, a maintenance or prepared transaction) are skipped: both wait for
+// a later fold, and a fold never waits. hour: the hour the sums are for (m.hour: each
+// row's own).
+enum class CountsTable { deltas, totals };
+StatementText fold(CountsTable from, const std::string& which, const std::string& hour, std::vector<Oid> types) {
+    const bool deltas = from == CountsTable::deltas;
+    const char* remove = deltas ? "WITH m AS (DELETE FROM opledger.counter_deltas AS d "
+                                : "WITH m AS (DELETE FROM opledger.counters AS d ";
+    const char* pick = deltas ? "SELECT l.ctid FROM opledger.counter_deltas AS l "
+                              : "SELECT l.ctid FROM opledger.counters AS l ";
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
         sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
-    return {"WITH m AS (DELETE FROM opledger.counter_deltas AS d "
-            "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-            "SELECT l.ctid FROM opledger.counter_deltas AS l " + which + " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
-            "SELECT m.tool, m.tenant, m.hour" + sums + " FROM m GROUP BY m.tool, m.tenant, m.hour",
+    return {std::string(remove) + "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" + pick + which +
+                " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
+                "SELECT m.tool, m.tenant, " + hour + sums + " FROM m GROUP BY m.tool, m.tenant, " + hour,
             std::move(types)};
 }
 
@@ -304,11 +311,19 @@ StatementText statement_text(PlanId id) {
         case PlanId::insert_deltas:
             return insert_deltas();
         case PlanId::fold_deltas:
-            return fold("LIMIT $1", {INT4OID});
+            return fold(CountsTable::deltas, "LIMIT $1", "m.hour", {INT4OID});
         case PlanId::fold_window:
             // The deltas with ids in ($1, $2]: a range scan of the primary key.
-            return fold("WHERE l.delta_id OPERATOR(pg_catalog.>) $1 AND l.delta_id OPERATOR(pg_catalog.<=) $2",
+            return fold(CountsTable::deltas,
+                        "WHERE l.delta_id OPERATOR(pg_catalog.>) $1 AND l.delta_id OPERATOR(pg_catalog.<=) $2", "m.hour",
                         {INT8OID, INT8OID});
+        case PlanId::retire_hours:
+            // The totals of hours before $1 (a range scan of counters_hour_idx), summed
+            // into hour -infinity, where the all-time sums stay exact.
+            return fold(CountsTable::totals,
+                        "WHERE l.hour OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz "
+                        "AND l.hour OPERATOR(pg_catalog.<) $1 AND ($3 OR l.tenant OPERATOR(pg_catalog.=) $4) LIMIT $2",
+                        "'-infinity'::pg_catalog.timestamptz", {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID});
         case PlanId::count_in_slot:
             return count_in_slot();
         case PlanId::count_new_slot:
@@ -320,13 +335,15 @@ StatementText statement_text(PlanId id) {
         // ($3, $4 for the sweep; $5, $6 for claims), so candidates another session
         // holds are passed over instead of read again.
         case PlanId::sweep_candidates:
+            // $3: the caller sees every tenant; else only tenant $4.
             return {"SELECT o.operation_id, o.lease_expires_at FROM opledger.operations AS o "
                     "WHERE o.status OPERATOR(pg_catalog.=) 'pending'::opledger.op_status "
                     "AND o.lease_expires_at OPERATOR(pg_catalog.<=) $1 "
-                    "AND (o.lease_expires_at OPERATOR(pg_catalog.>) $3 OR (o.lease_expires_at OPERATOR(pg_catalog.=) $3 "
-                    "AND o.operation_id OPERATOR(pg_catalog.>) $4)) "
+                    "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) "
+                    "AND (o.lease_expires_at OPERATOR(pg_catalog.>) $5 OR (o.lease_expires_at OPERATOR(pg_catalog.=) $5 "
+                    "AND o.operation_id OPERATOR(pg_catalog.>) $6)) "
                     "ORDER BY o.lease_expires_at, o.operation_id LIMIT $2",
-                    {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, TEXTOID}};
+                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}};
         case PlanId::claim_candidates:
             // $3: the caller sees every tenant; else only tenant $4.
             return {"SELECT o.operation_id, o.unknown_since FROM opledger.operations AS o "
@@ -347,9 +364,20 @@ StatementText statement_text(PlanId id) {
             return {"UPDATE opledger.operations AS o SET event_seq = o.event_seq OPERATOR(pg_catalog.+) 1 "
                     "WHERE o.operation_id OPERATOR(pg_catalog.=) $1 RETURNING " + operation_select_list(false),
                     {TEXTOID}};
-        case PlanId::lock_operation_skip_locked:
-            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED"),
-                    {TEXTOID}};
+        // A housekeeping candidate, locked only if it still qualifies (see
+        // ledger_housekeeping.cpp, Candidates): the candidates' conditions again.
+        case PlanId::lock_sweep_candidate:
+            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 "
+                                     "AND o.status OPERATOR(pg_catalog.=) 'pending'::opledger.op_status "
+                                     "AND o.lease_expires_at OPERATOR(pg_catalog.<=) $2 "
+                                     "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) FOR UPDATE SKIP LOCKED"),
+                    {TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}};
+        case PlanId::lock_claim_candidate:
+            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 "
+                                     "AND o.status OPERATOR(pg_catalog.=) 'unknown'::opledger.op_status "
+                                     "AND (o.claim_expires_at IS NULL OR o.claim_expires_at OPERATOR(pg_catalog.<=) $2) "
+                                     "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) FOR UPDATE SKIP LOCKED"),
+                    {TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}};
         case PlanId::bump_event_seq:
             return {"UPDATE opledger.operations AS o SET event_seq = $2 WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
                     {TEXTOID, INT4OID}};

@@ -22,7 +22,7 @@ enum OperationColumn : int {
     kOperationColumns
 };
 // The select list of the statements that read an operation: the columns above, then
-// (read_operation, lock_operation, lock_operation_skip_locked) these two.
+// (read_operation, lock_operation, lock_sweep_candidate, lock_claim_candidate) these two.
 inline constexpr int kSelectCreatedAt = kOperationColumns, kSelectPurgedAt = kOperationColumns + 1;
 
 // The parameter after the columns: the call's time (created_at / updated_at).

@@ -214,7 +214,7 @@ upgrade_from() {  # upgrade_from <version> <commit> <last: yes|no>
         "$(q "$db" "SELECT default_version FROM pg_available_extensions WHERE name = 'opledger'")"
 
     # The window: the database is at $V, new sessions load the $control_default library.
-    local refused="55000|opledger: the installed extension is version $V but the loaded library is version $control_default|Run ALTER EXTENSION opledger UPDATE."
+    local refused="55000|opledger: the installed extension is version $V but the loaded library is version $control_default|Run ALTER EXTENSION opledger UPDATE in every database that has the extension."
     local call
     local calls=(  # "what|statement"
         "op_begin of a new ID|SELECT decision FROM opledger.op_begin('win-new', 'fx.charge', '{\"amount\": 1}')"

@@ -108,7 +108,7 @@ void detail::check_installed_version() {
         throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, message,
                        "The library was upgraded and the extension's tables are still those of " + installed +
                            ": the ledger refuses every call until the extension is updated.",
-                       "Run ALTER EXTENSION opledger UPDATE.");
+                       "Run ALTER EXTENSION opledger UPDATE in every database that has the extension.");
     throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, message,
                    "The extension was updated after this session loaded its library: the ledger refuses every call "
                    "of this session's older library.",

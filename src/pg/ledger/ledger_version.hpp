@@ -7,11 +7,12 @@
 //
 // The answer is cached per backend once the versions agree, so a ledger call pays
 // one test of a flag. The cache is dropped by any change to pg_proc (a syscache
-// callback): every update script replaces functions (tests/suites/33-upgrade.sh
-// checks that), and DROP EXTENSION drops them, so no other session can move the
-// extension to another version without this backend hearing of it before its next
-// transaction. While the versions disagree, each call reads pg_extension again (by
-// its name index, no SPI), so the first call after the update is served.
+// callback): every update script from 0.4.0 on replaces a function
+// (tests/suites/33-upgrade.sh checks that), and DROP EXTENSION drops them, so no
+// other session can move the extension to another version without this backend
+// hearing of it before its next transaction. While the versions disagree, each
+// call reads pg_extension again (by its name index, no SPI), so the first call
+// after the update is served.
 //
 // Scripts run by CREATE EXTENSION and ALTER EXTENSION ... UPDATE are never refused:
 // they pass through intermediate versions by design.

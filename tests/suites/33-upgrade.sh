@@ -348,11 +348,13 @@ for i in "${!releases[@]}"; do
 done
 
 # --- the reverse window: a session keeps its library while the extension moves on -------------
-# A later version whose update script replaces a function, as every update script does.
+# A later version whose update script replaces a function, as every update script does,
+# and calls the ledger (an update script is never refused, though it runs between versions).
 next="$control_default.1"
 REV=opledger_upgrade_reverse
 cat >"$WORK/pg-$version/usr/share/postgresql/15/extension/opledger--$control_default--$next.sql" <<'SQL'
 CREATE OR REPLACE FUNCTION opledger.next_version_probe() RETURNS integer LANGUAGE sql AS 'SELECT 1';
+SELECT opledger.notify_token('from-the-update-script');
 SQL
 "$TBIN/createdb" "$REV"
 q "$REV" "CREATE EXTENSION opledger" >/dev/null
@@ -376,7 +378,7 @@ check "a session's first ledger call reads the installed version (pg_extension b
     "$(grep -m1 '^first scans:' "$WORK/reverse.txt")"
 check "its next 200 calls read no catalog for it (the answer is kept per backend)" "then: 200|then scans: 0" \
     "$(grep -m1 '^then:' "$WORK/reverse.txt")|$(grep -m1 '^then scans:' "$WORK/reverse.txt")"
-check "another session moves the extension to a later version ($next)" "update: 0" "$(grep -m1 '^update:' "$WORK/reverse.txt")"
+check "another session moves the extension to a later version ($next; its script calls the ledger)" "update: 0" "$(grep -m1 '^update:' "$WORK/reverse.txt")"
 check "the session holding the $control_default library is then refused (55000, both versions, reconnect)" \
     "ERROR:  55000: opledger: the installed extension is version $next but the loaded library is version $control_default|HINT:  Reconnect: a new session loads the library installed on the server (install the package of version $next if the server's is older)." \
     "$(grep -m1 '^ERROR:' "$WORK/reverse.txt")|$(grep -m1 '^HINT:' "$WORK/reverse.txt")"

@@ -31,7 +31,9 @@ ISOLATION_OPTS = --inputdir=tests/isolation
 TAP_TESTS = 1
 PROVE_TESTS = tests/t/*.pl
 
-PG_CPPFLAGS = -Isrc
+# The library knows the version it was built as (ledger_version.cpp compares it with
+# the database's extension before every ledger call).
+PG_CPPFLAGS = -Isrc -DOPLEDGER_EXTVERSION='"$(EXTVERSION)"'
 # Frame pointers like the server's own build, so perf can walk stacks through our frames.
 PG_CXXFLAGS = -std=c++17 -fvisibility=hidden -fno-omit-frame-pointer -Wno-missing-field-initializers
 SHLIB_LINK += -lstdc++ -lcrypto -lsimdjson
@@ -51,3 +53,5 @@ $(EXTENSION_SQL): $(EXTENSION_SQL_PARTS)
 # Every object depends on the headers of its part (coarse but always correct).
 $(CORE_SRCS:.cpp=.o): $(wildcard src/core/*.hpp src/core/*/*.hpp)
 $(PG_SRCS:.cpp=.o): $(wildcard src/core/*.hpp src/core/*/*.hpp src/pg/*.hpp src/pg/*/*.hpp)
+# EXTVERSION is compiled in there.
+src/pg/ledger/ledger_version.o: Makefile

@@ -2,7 +2,7 @@
 -- object or property, sorted, with names instead of OIDs and nothing that depends on
 -- who owns the objects or on the order they were created in. Two databases hold the
 -- same extension schema exactly when this prints the same lines in both
--- (tests/suites/33-upgrade.sh compares an updated 0.1.0 install with a fresh one).
+-- (tests/suites/33-upgrade.sh compares a ledger updated from each release with a fresh install).
 --   psql -X -A -t -q -v ON_ERROR_STOP=1 -d DB -f tests/upgrade/schema_catalog.sql
 --
 -- What it covers: every object in schema opledger and every object pg_depend says

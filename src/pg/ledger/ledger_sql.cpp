@@ -2,6 +2,7 @@
 #include "pg/ledger/ledger_sql.hpp"
 
 #include "pg/ledger/ledger_tables.hpp"
+#include "pg/ledger/ledger_version.hpp"
 
 extern "C" {
 #include "catalog/pg_type_d.h"
@@ -130,6 +131,8 @@ Datum string_to_bytea(std::string_view bytes) {
 }
 
 SpiConnection::SpiConnection() {
+    // Every ledger call starts here: none touches a table of another schema version.
+    require_installed_version();
     const int rc = pg_call([&] { return SPI_connect(); });
     if (rc != SPI_OK_CONNECT) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: SPI_connect failed");
     connected_ = true;

@@ -93,6 +93,8 @@ struct Value {
 };
 
 // Connection scope: SPI_connect in the constructor, SPI_finish in finish().
+// The constructor first refuses (55000) when the database's extension is not this
+// library's version (ledger_version.hpp).
 // If an error unwinds before finish(), PostgreSQL's abort processing cleans SPI up.
 class SpiConnection {
 public:

@@ -1,20 +1,21 @@
--- How tests/upgrade/fixture_0.1.0.sql was made: run against a database with
--- opledger 0.1.0 (built from the commit that froze control/opledger--0.1.0.sql),
---   psql -X -v ON_ERROR_STOP=1 -d DB -f tests/upgrade/make_fixture_0.1.0.sql
---   pg_dump --data-only --column-inserts -n opledger -n opledger_fixture DB > tests/upgrade/fixture_0.1.0.sql
--- It writes one operation in every state the 0.1.0 state machine can reach (and the
--- side fields: approval, claim, resolution, late success, duplicate effect,
--- tombstone, redaction) through the real 0.1.0 functions, then records what 0.1.0's
--- op_begin answers for each of them, in a rolled-back transaction each, so the
--- upgrade test can ask 0.2.0 the same questions. Long leases and backoffs (years)
--- keep the time-dependent answers stable for as long as the fixture is used.
-CREATE EXTENSION opledger VERSION '0.1.0';
+-- Fills a ledger through the real functions of the version installed (0.1.0, 0.2.0,
+-- 0.3.0: tests/suites/33-upgrade.sh runs it with that version's own library), then
+-- records what that version's op_begin answers for each operation, so the upgrade
+-- test can ask the updated ledger the same questions.
+--   psql -X -v ON_ERROR_STOP=1 -d DB -f tests/upgrade/fill.sql
+-- It writes one operation in every state the state machine can reach (and the side
+-- fields: approval, claim, resolution, late success, duplicate effect, tombstone,
+-- redaction), and from 0.3.0 on a tenant's operation, a rejection and the shipped
+-- roles. Leases and backoffs of a day keep the time-dependent answers stable for
+-- the length of the test; one operation's one-second lease runs out on purpose.
+SELECT pg_catalog.string_to_array(extversion, '.')::int[] >= '{0,3,0}' AS has_tenants
+  FROM pg_catalog.pg_extension WHERE extname = 'opledger' \gset
 
 SELECT opledger.register_tool('fx.charge', 'non_idempotent_write', guarantee => 'provider_key');
 SELECT opledger.register_tool('fx.upsert', 'idempotent_write', backoff_base => '0', backoff_max => '0');
 SELECT opledger.register_tool('fx.read', 'read_only', backoff_base => '0', backoff_max => '0');
 SELECT opledger.register_tool('fx.deploy', 'irreversible');
-SELECT opledger.register_tool('fx.slow', 'non_idempotent_write', backoff_base => '3650 days', backoff_max => '3650 days');
+SELECT opledger.register_tool('fx.slow', 'non_idempotent_write', backoff_base => '1 day', backoff_max => '1 day');
 SELECT opledger.register_tool('fx.card', 'non_idempotent_write', hash_exclude => '{/trace_id}', redact => '{/card/cvv}');
 
 -- A tombstone first, so op_purge touches nothing else.
@@ -29,7 +30,9 @@ SELECT status FROM opledger.op_succeed('fx-succeeded', '{"charge_id": "ch_2"}', 
 SELECT decision FROM opledger.op_begin('fx-failed', 'fx.charge', '{"amount": 3}');
 SELECT status FROM opledger.op_fail('fx-failed', '{"code": "card_declined"}');
 
-SELECT decision FROM opledger.op_begin('fx-pending', 'fx.charge', '{"amount": 4}', NULL, 'w-live', '3650 days');
+SELECT decision FROM opledger.op_begin('fx-pending', 'fx.charge', '{"amount": 4}', NULL, 'w-live', '1 day');
+
+SELECT opledger.op_sweep();
 
 SELECT decision FROM opledger.op_begin('fx-expired', 'fx.charge', '{"amount": 5}', NULL, 'w-gone', '1 second');
 SELECT decision FROM opledger.op_begin('fx-expired-read', 'fx.read', '{"q": 5}', NULL, 'w-gone', '1 second');
@@ -48,7 +51,7 @@ SELECT status FROM opledger.op_mark_unknown('fx-unknown-idem');
 
 SELECT decision FROM opledger.op_begin('fx-claimed', 'fx.charge', '{"amount": 10}');
 SELECT status FROM opledger.op_mark_unknown('fx-claimed');
-SELECT count(*) FROM opledger.op_claim_reconciliation('rec-1', 1, '3650 days');
+SELECT count(*) FROM opledger.op_claim_reconciliation('rec-1', 1, '1 day');
 
 SELECT decision FROM opledger.op_begin('fx-awaiting', 'fx.deploy', '{"service": "api", "version": 11}');
 
@@ -82,6 +85,20 @@ SELECT decision FROM opledger.op_begin('fx-replayed', 'fx.charge', '{"amount": 1
 SELECT status FROM opledger.op_succeed('fx-replayed', '{"ok": true}');
 SELECT decision FROM opledger.op_begin('fx-replayed', 'fx.charge', '{"amount": 18.0}');
 
+\if :has_tenants
+SELECT opledger.create_roles();
+CREATE ROLE fx_agent_a LOGIN;
+GRANT opledger_agent TO fx_agent_a;
+SELECT opledger.set_role_tenant('fx_agent_a', 'tenant-a');
+SET ROLE fx_agent_a;
+SELECT decision FROM opledger.op_begin('fx-tenant-a', 'fx.charge', '{"amount": 19}');
+SELECT status FROM opledger.op_succeed('fx-tenant-a', '{"ok": true}', 1);
+SELECT length(opledger.notify_token('fx-tenant-a')) > 0 AS token;
+RESET ROLE;
+SELECT decision FROM opledger.op_begin('fx-rejected', 'fx.deploy', '{"service": "api", "version": 20}');
+SELECT status FROM opledger.op_reject('fx-rejected', 'alice', 'not now');
+\endif
+
 SELECT pg_sleep(1.5);  -- fx-expired's one-second lease runs out
 
 -- What 0.1.0 answers for each operation, asked with its original call (each in a
@@ -114,6 +131,11 @@ INSERT INTO opledger_fixture.calls (operation_id, tool, args) VALUES
     ('fx-duplicate', 'fx.charge', '{"amount": 17}'),
     ('fx-redacted', 'fx.card', '{"card": {"number": "4111", "cvv": "123"}, "trace_id": "t-2"}'),
     ('fx-replayed', 'fx.charge', '{"amount": 18}');
+\if :has_tenants
+INSERT INTO opledger_fixture.calls (operation_id, tool, args) VALUES
+    ('fx-tenant-a', 'fx.charge', '{"amount": 19}'),
+    ('fx-rejected', 'fx.deploy', '{"service": "api", "version": 20}');
+\endif
 
 DO $$
 DECLARE

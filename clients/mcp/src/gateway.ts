@@ -85,6 +85,8 @@ export class Gateway {
   constructor(readonly o: GatewayOptions) {
     this.approvalTimeoutMs = parseDuration(o.config.approvalTimeout, 300_000);
     this.registrations = new RegistrationGuard(o.db);
+    // Asked now, so the first call doesn't wait for it (a failure is asked again by that call).
+    this.tenant().catch(() => {});
   }
 
   get config() { return this.o.config; }

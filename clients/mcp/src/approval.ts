@@ -14,6 +14,8 @@ export const APPROVAL_MAX_CHARS = 80;
 /** The whole question is at most this many characters, or it is not asked. */
 export const APPROVAL_MAX_MESSAGE = 4000;
 
+import { underPointer } from './redact.js';
+
 const KEEP = 36;
 
 /** `s` itself, or its first and last characters with the number of characters cut between them. */
@@ -30,19 +32,18 @@ const shown = (pointer: string) => cutMiddle(JSON.stringify(pointer).slice(1, -1
 
 /** One "pointer = value" line per leaf of `args` (values at `redact` paths shown as [REDACTED]). */
 export function argumentLines(args: unknown, redact: string[]): string[] {
-  const secret = new Set(redact);
   const lines: string[] = [];
-  const walk = (v: unknown, ptr: string) => {
+  const walk = (v: unknown, ptr: string, toks: string[]) => {
     if (lines.length > APPROVAL_MAX_VALUES) return;
-    if (secret.has(ptr)) { lines.push(`${shown(ptr)} = [REDACTED]`); return; }
-    if (Array.isArray(v) && v.length > 0) { v.forEach((x, i) => walk(x, `${ptr}/${i}`)); return; }
+    if (toks.length > 0 && underPointer(toks, redact)) { lines.push(`${shown(ptr)} = [REDACTED]`); return; }
+    if (Array.isArray(v) && v.length > 0) { v.forEach((x, i) => walk(x, `${ptr}/${i}`, [...toks, String(i)])); return; }
     if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0) {
-      for (const [k, x] of Object.entries(v)) walk(x, `${ptr}/${token(k)}`);
+      for (const [k, x] of Object.entries(v)) walk(x, `${ptr}/${token(k)}`, [...toks, k]);
       return;
     }
     lines.push(`${ptr === '' ? '(the arguments)' : shown(ptr)} = ${cutMiddle(JSON.stringify(v) ?? 'null')}`);
   };
-  walk(args ?? {}, '');
+  walk(args ?? {}, '', []);
   return lines;
 }
 

@@ -12,7 +12,7 @@
 // JSON text a tool with an outputSchema puts next to its structuredContent is covered too.
 // `redactResult: all` stores no part of the result.
 
-import { getPointer, parsePointer } from './json.js';
+import { parsePointer } from './json.js';
 import type { Policy } from './policy.js';
 import type { CallToolResult, DecisionInfo } from './results.js';
 import { withOperationMeta } from './results.js';
@@ -36,32 +36,70 @@ function leaves(v: Json, out: Set<string>): void {
   else if (v && typeof v === 'object') for (const x of Object.values(v)) leaves(x, out);
 }
 
-function valuesAt(doc: Json, pointers: string[], out: Set<string>): void {
-  for (const p of pointers) {
-    try {
-      leaves(getPointer(doc, p), out);
-    } catch {
-      // not a pointer: config validation refuses those
+/**
+ * Every place a pointer names in `doc`, as [parent, key]: a "*" token stands for any one
+ * array index or member name (the gateway's pointers and the ledger's redact paths mean
+ * the same by it): "/cards/*" names every member of "cards".
+ */
+function places(doc: Json, pointer: string): Array<[Record<string, unknown> | unknown[], string | number]> {
+  let toks: string[];
+  try { toks = parsePointer(pointer); } catch { return []; }   // not a pointer: config validation refuses those
+  if (toks.length === 0) return [];
+  let parents: Json[] = [doc];
+  for (const t of toks.slice(0, -1)) {
+    const next: Json[] = [];
+    for (const cur of parents) {
+      if (Array.isArray(cur)) {
+        if (t === '*') next.push(...cur);
+        else if (/^(0|[1-9][0-9]*)$/.test(t) && Number(t) < cur.length) next.push(cur[Number(t)]);
+      } else if (cur && typeof cur === 'object') {
+        if (t === '*') next.push(...Object.values(cur));
+        else if (Object.prototype.hasOwnProperty.call(cur, t)) next.push((cur as Record<string, unknown>)[t]);
+      }
+    }
+    parents = next;
+  }
+  const last = toks[toks.length - 1];
+  const out: Array<[Record<string, unknown> | unknown[], string | number]> = [];
+  for (const cur of parents) {
+    if (Array.isArray(cur)) {
+      if (last === '*') cur.forEach((_x, i) => out.push([cur, i]));
+      else if (/^(0|[1-9][0-9]*)$/.test(last) && Number(last) < cur.length) out.push([cur, Number(last)]);
+    } else if (cur && typeof cur === 'object') {
+      const o = cur as Record<string, unknown>;
+      if (last === '*') for (const k of Object.keys(o)) out.push([o, k]);
+      else if (Object.prototype.hasOwnProperty.call(o, last)) out.push([o, last]);
     }
   }
+  return out;
+}
+
+const at = (parent: Record<string, unknown> | unknown[], key: string | number) =>
+  (parent as Record<string | number, unknown>)[key];
+
+function valuesAt(doc: Json, pointers: string[], out: Set<string>): void {
+  for (const p of pointers) for (const [parent, key] of places(doc, p)) leaves(at(parent, key), out);
 }
 
 /** Replaces the values at `pointers` with REDACTED, in place; says whether one was there. */
 function replaceAt(doc: Json, pointers: string[]): boolean {
   let changed = false;
   for (const p of pointers) {
-    const toks = parsePointer(p);
-    if (toks.length === 0) continue;
-    const parent = toks.slice(0, -1).reduce<Json>((cur, t) => (cur && typeof cur === 'object' ? getPointer(cur, '/' + t.replace(/~/g, '~0').replace(/\//g, '~1')) : undefined), doc);
-    const last = toks[toks.length - 1];
-    if (Array.isArray(parent)) {
-      if (/^(0|[1-9][0-9]*)$/.test(last) && Number(last) < parent.length) { parent[Number(last)] = REDACTED; changed = true; }
-    } else if (parent && typeof parent === 'object' && Object.prototype.hasOwnProperty.call(parent, last)) {
-      (parent as Record<string, unknown>)[last] = REDACTED;
+    for (const [parent, key] of places(doc, p)) {
+      (parent as Record<string | number, unknown>)[key] = REDACTED;
       changed = true;
     }
   }
   return changed;
+}
+
+/** Does a concrete pointer's token list fall under one of the patterns ("*" matches any one token)? */
+export function underPointer(tokens: string[], patterns: string[]): boolean {
+  return patterns.some((p) => {
+    let pt: string[];
+    try { pt = parsePointer(p); } catch { return false; }
+    return pt.length === tokens.length && pt.every((t, i) => t === '*' || t === tokens[i]);
+  });
 }
 
 /**

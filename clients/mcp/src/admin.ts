@@ -9,6 +9,7 @@ import type { LedgerDb } from './db.js';
 import { runLookup } from './gateway.js';
 import { log } from './log.js';
 import { registrationOf, resolvePolicy, type Policy, type ToolInfo } from './policy.js';
+import { differences, mustMatch, readRegistrations, REGISTER_FIX, unreadable, type Registration } from './registration.js';
 
 /** Lists the tools of a server with the SDK's client (all pages). */
 export async function listServerTools(transport: Transport): Promise<{ client: Client; tools: ToolInfo[] }> {
@@ -46,38 +47,43 @@ export async function registerPolicies(db: LedgerDb, policies: Policy[]): Promis
   }
 }
 
-export interface Mismatch { tool: string; problem: string }
+export interface Mismatch { tool: string; problem: string; refused: boolean }
 
 /**
  * Start-up check: compares the configured policies with opledger.tools. The running
- * gateway never registers (it connects as the agent role); it warns instead.
+ * gateway never registers (it connects as the agent role). A tool that must match
+ * (irreversible, or with redact paths) and doesn't is refused until it does: said here
+ * at start-up (tool_refused) and in each call's result; any other difference is a warning.
  */
 export async function checkRegistrations(db: LedgerDb, cfg: GatewayConfig): Promise<Mismatch[]> {
-  const policies = policiesOf(cfg).filter((p) => p.effectSource === 'config');
+  const policies = policiesOf(cfg).filter((p) => p.effectSource === 'config' || mustMatch(p));
   if (policies.length === 0) return [];
-  let rows: Record<string, any>[];
+  const out: Mismatch[] = [];
+  let got: Map<string, Registration>;
   try {
-    rows = (await db.pool.query(
-      `SELECT tool, effect::text AS effect, max_attempts, hash_exclude, redact, lease::text AS lease
-         FROM opledger.tools WHERE tool = ANY($1::text[])`, [policies.map((p) => p.ledgerTool)])).rows;
+    got = await readRegistrations(db, policies.map((p) => p.ledgerTool));
   } catch (e) {
     log('warn', 'policy_check_skipped', { error: (e as Error).message });
-    return [];
+    for (const p of policies.filter(mustMatch)) out.push({ tool: p.ledgerTool, problem: unreadable(e), refused: true });
+    got = new Map();
   }
-  const got = new Map(rows.map((r) => [r.tool, r]));
-  const out: Mismatch[] = [];
-  const same = (a: string[] = [], b: string[] = []) => JSON.stringify([...a].sort()) === JSON.stringify([...b].sort());
-  for (const p of policies) {
-    const r = got.get(p.ledgerTool);
-    if (!r) { out.push({ tool: p.ledgerTool, problem: `not registered (the ledger treats it as non_idempotent_write); configured ${p.effect}` }); continue; }
-    if (r.effect !== p.effect) out.push({ tool: p.ledgerTool, problem: `registered as ${r.effect}, configured ${p.effect}` });
-    if (!same(r.hash_exclude, p.hashExclude)) out.push({ tool: p.ledgerTool, problem: 'hash_exclude differs from the config' });
-    if (!same(r.redact, p.redact)) out.push({ tool: p.ledgerTool, problem: 'redact differs from the config' });
-    if (p.config.maxAttempts !== undefined && Number(r.max_attempts) !== p.config.maxAttempts) {
-      out.push({ tool: p.ledgerTool, problem: `max_attempts is ${r.max_attempts}, configured ${p.config.maxAttempts}` });
+  if (out.length === 0) {
+    for (const p of policies) {
+      const { safety, other } = differences(p, got.get(p.ledgerTool));
+      const refused = mustMatch(p) && safety.length > 0;
+      for (const problem of [...safety, ...other]) out.push({ tool: p.ledgerTool, problem, refused });
     }
   }
-  for (const m of out) log('warn', 'policy_mismatch', { ...m, fix: 'run: opledger-mcp register --config FILE (as an opledger_admin)' });
+  for (const m of out) {
+    if (m.refused) {
+      log('error', 'tool_refused', {
+        tool: m.tool, problem: m.problem, fix: REGISTER_FIX,
+        message: `the gateway refuses to call ${m.tool} until its registration in the ledger matches the config: ${m.problem}`,
+      });
+    } else {
+      log('warn', 'policy_mismatch', { tool: m.tool, problem: m.problem, fix: 'run: opledger-mcp register --config FILE (as an opledger_admin)' });
+    }
+  }
   return out;
 }
 

@@ -48,6 +48,11 @@ export interface ToolPolicyConfig {
   timeout?: string | number;
   hashExclude?: string[];
   redact?: string[];
+  /**
+   * What of the tool's result is never stored (the caller still gets it whole): JSON Pointers
+   * into structuredContent, or 'all'. See docs/mcp.md, "Results and secrets".
+   */
+  redactResult?: string[] | 'all';
   ids?: IdStrategy;
   /** An argument that carries the caller's key; the gateway strips it before forwarding. */
   keyArgument?: string;
@@ -86,7 +91,7 @@ const EFFECTS: readonly string[] = ['read_only', 'idempotent_write', 'non_idempo
 const GUARANTEES: readonly string[] = ['provider_key', 'unique_constraint', 'read_before_write', 'none'];
 const IDS: readonly string[] = ['args', 'key', 'none'];
 const TOOL_KEYS = new Set(['effect', 'guarantee', 'maxAttempts', 'lease', 'backoffBase', 'backoffMax', 'timeout',
-  'hashExclude', 'redact', 'ids', 'keyArgument', 'idempotencyKey', 'errorRetryable', 'providerRef', 'lookup',
+  'hashExclude', 'redact', 'redactResult', 'ids', 'keyArgument', 'idempotencyKey', 'errorRetryable', 'providerRef', 'lookup',
   'recordReads', 'wait']);
 const TOP_KEYS = new Set(['server', 'scope', 'toolPrefix', 'hints', 'defaults', 'tools', 'approver', 'approvalTimeout']);
 
@@ -151,6 +156,7 @@ function checkTool(name: string, t: unknown): ToolPolicyConfig {
   }
   checkPointers(p.hashExclude, `${where}.hashExclude`);
   checkPointers(p.redact, `${where}.redact`);
+  if (p.redactResult !== 'all') checkPointers(p.redactResult, `${where}.redactResult`);
   parseDuration(p.timeout, 0, `${where}.timeout`);
   parseDuration(p.wait, 0, `${where}.wait`);
   if (p.lookup !== undefined) {

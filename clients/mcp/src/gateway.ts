@@ -25,7 +25,10 @@ import { parseDuration } from './config.js';
 import { ID_NAMESPACE, type LedgerDb } from './db.js';
 import { getPointer, isPresent, withoutPointers } from './json.js';
 import { flushLogs, log } from './log.js';
+import { approvalQuestion } from './approval.js';
 import { resolvePolicy, type Policy, type ToolInfo } from './policy.js';
+import { redactResultForStorage, scrubArgSecrets, storedResult } from './redact.js';
+import { mustMatch, REGISTER_FIX, RegistrationGuard } from './registration.js';
 import {
   approvalHowTo, approvalText, decisionResult, inProgressText, META_CONVERSATION, META_KEY, META_OPERATION_ID,
   mismatchText, reconcileText, retryLaterText, unknownText, withOperationMeta, type CallToolResult, type DecisionInfo,
@@ -72,10 +75,18 @@ export class Gateway {
   /** Test hook (chaos runs only): probability of SIGKILL between the server's answer and the ledger update. */
   readonly killAfterCall = Number(process.env.OPLEDGER_MCP_FAULT_KILL_AFTER_CALL ?? 0);
   readonly approvalTimeoutMs: number;
+  /** Refuses tools that must match their registration in the ledger and don't (registration.ts). */
+  readonly registrations: RegistrationGuard;
   private stopping = false;
+  private tenantAsked: Promise<string> | undefined;
+  /** The ledger tenant of the gateway's role, once known ('' for the unscoped tenant). */
+  tenantKnown: string | undefined;
 
   constructor(readonly o: GatewayOptions) {
     this.approvalTimeoutMs = parseDuration(o.config.approvalTimeout, 300_000);
+    this.registrations = new RegistrationGuard(o.db);
+    // Asked now, so the first call doesn't wait for it (a failure is asked again by that call).
+    this.tenant().catch(() => {});
   }
 
   get config() { return this.o.config; }
@@ -92,6 +103,26 @@ export class Gateway {
     if (info && info.name === tool) this.policies.set(info, policy);
     else if (!info && this.policiesNoInfo.size < 10_000) this.policiesNoInfo.set(tool, policy);
     return policy;
+  }
+
+  /**
+   * The tenant the ledger puts this gateway's operations in (opledger.current_tenant() of its
+   * role; a role that sees every tenant creates unscoped operations, ''). It is part of every
+   * derived ID, so two tenants' gateways never derive the same ID from the same key or call.
+   * Asked once: a role's tenant is an administrator's setting, changed with a restart.
+   */
+  async tenant(): Promise<string> {
+    if (this.tenantKnown !== undefined) return this.tenantKnown;
+    this.tenantAsked ??= this.db.pool.query('SELECT opledger.current_tenant() AS tenant').then(
+      (r) => String(r.rows[0]?.tenant ?? ''),
+      (e) => {
+        if ((e as { code?: string }).code === '42883') return '';   // a ledger without tenants
+        this.tenantAsked = undefined;
+        throw e;
+      });
+    const t = await this.tenantAsked;
+    this.tenantKnown = t === '*' ? '' : t;
+    return this.tenantKnown;
   }
 
   /** Opens a session on an upstream transport (already constructed, not started). */
@@ -400,11 +431,27 @@ export class Session {
       };
     }
 
+    if (mustMatch(p)) {
+      const problem = await this.gw.registrations.problem(p);
+      if (problem) {
+        log('warn', 'decision', { tool: name, decision: 'registration_mismatch', ledgerTool: p.ledgerTool, problem });
+        return {
+          result: decisionResult(p, { decision: 'registration_mismatch', operationId: '' },
+            `The gateway refuses to call "${name}" until the ledger's registration of ${p.ledgerTool} matches the ` +
+            `gateway's policy for it: ${problem}. The tool was not called. To fix it, ${REGISTER_FIX}; the gateway ` +
+            `serves the tool again as soon as the registration matches. Tell the user; do not retry before that.`),
+        };
+      }
+    }
+
     const idArgs = withoutPointers(args, [...p.hashExclude, ...p.redact]) as JsonValue;
     const server = this.gw.o.serverName;
+    // The tenant only when there is one: a single-tenant installation derives the IDs it always did.
+    const tenant = this.gw.tenantKnown ?? await this.gw.tenant();
+    const t: Record<string, string> = tenant === '' ? {} : { tenant };
     const idParts: JsonValue | undefined = key !== undefined
-      ? { server, tool: name, key, ...(this.gw.config.scope && this.gw.config.scope !== 'session' ? { scope: this.gw.config.scope } : {}) }
-      : p.ids === 'none' ? undefined : { server, scope: conversation, tool: name, args: idArgs };
+      ? { server, tool: name, key, ...(this.gw.config.scope && this.gw.config.scope !== 'session' ? { scope: this.gw.config.scope } : {}), ...t }
+      : p.ids === 'none' ? undefined : { server, scope: conversation, tool: name, args: idArgs, ...t };
     const fixedId = idParts === undefined ? randomUUID() : undefined;
 
     let rounds = 0;
@@ -447,7 +494,7 @@ export class Session {
         case 'execute':
           return this.execute(c, name, args, fwdMeta, p, d);
         case 'replay':
-          return { result: withOperationMeta(d.result as CallToolResult, info) };
+          return { result: storedResult(d.result as CallToolResult, p, info) };
         case 'failed':
           return { result: this.failedResult(p, info, d.error) };
         case 'in_progress':
@@ -474,7 +521,7 @@ export class Session {
           return { result: decisionResult(p, info, reconcileText(info)) };
         }
         case 'needs_approval': {
-          const r = await this.approval(m, p, info, rounds);
+          const r = await this.approval(m.id, forwardedArgs(args, p, d.operationId), p, info, rounds);
           if (r === 'approved') continue;
           return { result: r };
         }
@@ -485,7 +532,7 @@ export class Session {
   private failedResult(p: Policy, info: DecisionInfo, error: unknown): CallToolResult {
     const e = error as Msg | null;
     if (e && e.source === 'tool' && e.result && Array.isArray(e.result.content)) {
-      return withOperationMeta(e.result as CallToolResult, info);
+      return storedResult(e.result as CallToolResult, p, info);
     }
     return decisionResult(p, { ...info, error: error as unknown },
       `This call (operation ${info.operationId}) has finally failed and will not be run again: ${JSON.stringify(error)}. ` +
@@ -535,9 +582,8 @@ export class Session {
     c.attempt = d.attempt;
     c.args = args;
     const opId = d.operationId;
-    const fwdArgs = { ...args };
+    const fwdArgs = forwardedArgs(args, p, opId);
     const fwdMeta: Record<string, unknown> = { ...meta, [META_OPERATION_ID]: opId };
-    if (p.idempotencyKey?.argument) fwdArgs[p.idempotencyKey.argument] = opId;
     if (p.idempotencyKey?.meta) fwdMeta[p.idempotencyKey.meta] = opId;
     let done!: () => void;
     this.gw.inflight.set(opId, new Promise<void>((r) => { done = r; }));
@@ -595,15 +641,24 @@ export class Session {
       if (kind === 'succeed') {
         const pr = c.policy?.providerRef ? getPointer((payload as Msg)?.structuredContent, c.policy.providerRef) : undefined;
         if (typeof pr === 'string' || typeof pr === 'number') o.providerRef = String(pr);
-        await this.gw.db.succeed(opId, payload, o.attempt, o.providerRef);
+        await this.gw.db.succeed(opId, redactResultForStorage(payload as CallToolResult, c.policy, c.args, opId), o.attempt, o.providerRef);
       } else if (kind === 'fail') {
-        await this.gw.db.fail(opId, payload, retryable, o.attempt);
+        await this.gw.db.fail(opId, this.storedError(c, payload), retryable, o.attempt);
       } else {
-        await this.gw.db.ledger.markUnknown(opId, payload, o);
+        await this.gw.db.ledger.markUnknown(opId, scrubArgSecrets(payload, c.policy, c.args), o);
       }
     } catch (e) {
       log('error', 'ledger_report_failed', { operationId: opId, report: kind, error: errText(e) });
     }
+  }
+
+  /** An error payload as stored: a tool's isError result redacted like any result, anything else without argument secrets. */
+  private storedError(c: CallState, payload: JsonValue): JsonValue {
+    const e = payload as Msg | null;
+    if (e && e.source === 'tool' && e.result && typeof e.result === 'object') {
+      return { ...e, result: redactResultForStorage(e.result as CallToolResult, c.policy, c.args, c.opId!) } as JsonValue;
+    }
+    return scrubArgSecrets(payload, c.policy, c.args);
   }
 
   /** The server answered after we stopped waiting: record it honestly, unless reconciliation already did. */
@@ -622,7 +677,7 @@ export class Session {
     if (m.error && !NEVER_RAN_CODES.has(m.error.code)) return;
     try {
       await this.gw.db.ledger.resolve(opId, c.policy?.errorRetryable || m.error ? 'not_applied' : 'failed', {
-        attempt: c.attempt, result: m.error ? undefined : ({ source: 'tool', result: m.result } as JsonValue), resolver: this.gw.worker,
+        attempt: c.attempt, result: m.error ? undefined : this.storedError(c, { source: 'tool', result: m.result } as JsonValue), resolver: this.gw.worker,
       });
     } catch (e) {
       log('warn', 'ledger_report_failed', { operationId: opId, report: 'resolve', error: errText(e) });
@@ -670,7 +725,7 @@ export class Session {
 
   // --- needs_approval: elicitation ----------------------------------------------------
 
-  private async approval(m: Msg, p: Policy, info: DecisionInfo, rounds: number): Promise<CallToolResult | 'approved'> {
+  private async approval(upId: Id, args: Record<string, unknown>, p: Policy, info: DecisionInfo, rounds: number): Promise<CallToolResult | 'approved'> {
     const approver = this.gw.o.approverDb;
     const canElicit = this.clientCaps.elicitation !== undefined && this.clientCaps.elicitation !== null;
     if (!canElicit || !approver || rounds > 2) {
@@ -678,18 +733,37 @@ export class Session {
         : !approver ? 'The gateway has no approver connection (OPLEDGER_APPROVER_DATABASE_URL), so it cannot ask the user here.' : '';
       return decisionResult(p, info, approvalText(info, `${why} ${approvalHowTo(info.operationId)}`.trim()));
     }
-    const summary = JSON.stringify(m.params?.arguments ?? {});
+    // The fingerprint the ledger holds for this operation, read as the approver (the agent role reads no operations).
+    let fingerprint: string | undefined;
+    try {
+      const r = await approver.pool.query("SELECT pg_catalog.encode(args_hash, 'hex') AS h FROM opledger.operations WHERE operation_id = $1", [info.operationId]);
+      fingerprint = r.rows[0]?.h ?? undefined;
+    } catch (e) {
+      log('warn', 'fingerprint_unreadable', { operationId: info.operationId, error: errText(e) });
+    }
+    if (!fingerprint) {
+      return decisionResult(p, info, approvalText(info, `The gateway cannot read this call's fingerprint with its approver connection, ` +
+        `so it does not ask the user here. ${approvalHowTo(info.operationId)}`));
+    }
+    const question = approvalQuestion(p.tool, info.operationId, fingerprint, args, p.redact);
+    if ('tooLarge' in question) {
+      log('info', 'elicitation', { tool: p.tool, operationId: info.operationId, action: 'not_asked', why: 'too large' });
+      return decisionResult(p, info, approvalText(info, `${question.tooLarge} Review the arguments in the ledger ` +
+        `(opledger.operations.args) before approving. ${approvalHowTo(info.operationId)}`));
+    }
     const res = await this.requestUp('elicitation/create', {
-      message: `Approve the irreversible action "${p.tool}" with ${summary.length > 500 ? summary.slice(0, 500) + '…' : summary}? ` +
-        `It runs once (operation ${info.operationId}).`,
+      message: question.message,
       requestedSchema: ELICITATION_SCHEMA,
-    }, this.gw.approvalTimeoutMs, m.id);
+    }, this.gw.approvalTimeoutMs, upId);
     const action = res.result?.action;
     const accepted = action === 'accept' && res.result?.content?.approve === true;
     log('info', 'elicitation', { tool: p.tool, operationId: info.operationId, action: action ?? 'error', approved: accepted });
     if (accepted) {
       try {
-        const note = typeof res.result.content.note === 'string' ? res.result.content.note : undefined;
+        // The ledger keeps at most 4096 bytes of a note: the user's words are cut to leave room for the fingerprint.
+        let given = typeof res.result.content.note === 'string' ? res.result.content.note : '';
+        while (Buffer.byteLength(given) > 3800) given = Array.from(given).slice(0, -64).join('');
+        const note = `${given}${given ? ' ' : ''}(approved in an elicitation that showed the arguments with fingerprint ${fingerprint})`;
         await approver.ledger.approve(info.operationId, this.gw.config.approver ?? 'mcp-user (elicitation)', note);
         return 'approved';
       } catch (e) {
@@ -756,6 +830,13 @@ function fillTemplate(v: unknown, vars: { operation_id: string; provider_ref: st
   return v;
 }
 
+/** The arguments sent to the server: the call's, with the operation ID where the server takes a key. */
+function forwardedArgs(args: Record<string, unknown>, p: Policy, opId: string): Record<string, unknown> {
+  const fwd = { ...args };
+  if (p.idempotencyKey?.argument) fwd[p.idempotencyKey.argument] = opId;
+  return fwd;
+}
+
 /** Runs a tool's lookup and says applied / not_applied, or undefined when it cannot tell. */
 export async function runLookup(p: Policy, opId: string, providerRef: string | null, args: unknown,
   call: (name: string, args: unknown) => Promise<Msg>): Promise<LookupOutcome | undefined> {
@@ -786,7 +867,7 @@ export async function runLookup(p: Policy, opId: string, providerRef: string | n
   }
   return {
     outcome: 'applied',
-    result: result as unknown as JsonValue,
+    result: redactResultForStorage(result, p, args, opId) as unknown as JsonValue,
     providerRef: typeof ref === 'string' || typeof ref === 'number' ? String(ref) : undefined,
   };
 }

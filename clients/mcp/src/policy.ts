@@ -24,6 +24,8 @@ export interface Policy {
   waitMs: number;
   hashExclude: string[];
   redact: string[];
+  /** What of a result is not stored: pointers into structuredContent, or 'all' (see redact.ts). */
+  redactResult: string[] | 'all';
   ids: IdStrategy;
   keyArgument?: string;
   idempotencyKey?: { argument?: string; meta?: string };
@@ -71,6 +73,7 @@ export function resolvePolicy(cfg: GatewayConfig, tool: string, info: ToolInfo |
     waitMs: parseDuration(merged.wait, 2_000),
     hashExclude: merged.hashExclude ?? [],
     redact: merged.redact ?? [],
+    redactResult: merged.redactResult ?? [],
     ids: merged.ids ?? 'args',
     keyArgument: merged.keyArgument,
     idempotencyKey: merged.idempotencyKey,

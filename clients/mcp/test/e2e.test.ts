@@ -381,6 +381,214 @@ describe('fault server: outcomes recorded honestly', () => {
   });
 });
 
+describe('security: what the gateway shows, stores and refuses', () => {
+  const FAULT = ['node', SERVERS.fault];
+  const effects = path.join(tmp, 'effects-security.jsonl');
+  const fenv = { EFFECTS_FILE: effects };
+  const count = (tool: string, pred: (e: any) => boolean = () => true) =>
+    (fs.existsSync(effects) ? fs.readFileSync(effects, 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l)) : [])
+      .filter((e) => e.tool === tool && pred(e)).length;
+  const stored = async (id: string) => ({
+    op: (await sql('SELECT o::text AS t FROM opledger.operations o WHERE operation_id = $1', [id]))[0].t as string,
+    events: (await sql('SELECT string_agg(e::text, \' \') AS t FROM opledger.events e WHERE operation_id = $1', [id]))[0].t as string,
+  });
+
+  test('the approval question lists every argument by JSON Pointer (long values cut in the middle, the cut said) with the ledger\'s fingerprint', async () => {
+    const cfg = writeConfig('sec-approve', { server: 'sec', toolPrefix: 'sec.', tools: { wire: { effect: 'irreversible' } } });
+    await gatewayCli(['register', '--config', cfg], ROLES.admin);
+    const asked: string[] = [];
+    const host = await connectHost({
+      config: cfg, server: FAULT, env: fenv,
+      elicit: (message) => { asked.push(message); return { action: 'accept', content: { approve: true } }; },
+    });
+    try {
+      const memo = 'a'.repeat(260) + 'b'.repeat(260);
+      const r: any = await host.client.callTool({ name: 'wire', arguments: { item: 'sec-w-1', memo, amount: 9999999 } });
+      assert.equal(asked.length, 1);
+      const id = opOf(r).operationId;
+      const hash = (await sql("SELECT encode(args_hash, 'hex') AS h FROM opledger.operations WHERE operation_id = $1", [id]))[0].h;
+      assert.match(asked[0], /\/amount/);
+      assert.match(asked[0], /9999999/);
+      assert.ok(asked[0].includes(hash), `the fingerprint ${hash} is shown: ${asked[0]}`);
+      assert.match(asked[0], /\/memo/);
+      assert.match(asked[0], /cut/);
+      assert.ok(!asked[0].includes(memo), 'the long value is cut');
+      assert.equal(opOf(r).decision, 'execute');
+    } finally {
+      await host.close();
+    }
+  });
+
+  test('an approval question too large to show whole is not asked: the result says how to approve instead', async () => {
+    const cfg = writeConfig('sec-approve', { server: 'sec', toolPrefix: 'sec.', tools: { wire: { effect: 'irreversible' } } });
+    const asked: string[] = [];
+    const host = await connectHost({
+      config: cfg, server: FAULT, env: fenv,
+      elicit: (message) => { asked.push(message); return { action: 'accept', content: { approve: true } }; },
+    });
+    try {
+      const padding = Object.fromEntries(Array.from({ length: 200 }, (_x, i) => [`p${i}`, i]));
+      const r: any = await host.client.callTool({ name: 'wire', arguments: { item: 'sec-w-2', ...padding, amount: 9999999 } });
+      assert.equal(asked.length, 0, 'not asked');
+      assert.equal(opOf(r).decision, 'needs_approval');
+      assert.match(r.content[0].text, /too many/);
+      assert.match(r.content[0].text, /op_approve/);
+      assert.equal(count('wire', (e) => e.item === 'sec-w-2'), 0);
+    } finally {
+      await host.close();
+    }
+  });
+
+  test('a secret argument (redact) echoed in the result is not stored: the caller gets the real result, the ledger and events never hold it', async () => {
+    const cfg = writeConfig('sec-redact-echo', { server: 'sec', toolPrefix: 'sec-echo.', tools: { issue_key: { effect: 'non_idempotent_write', redact: ['/pin'] } } });
+    await gatewayCli(['register', '--config', cfg], ROLES.admin);
+    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    try {
+      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-1', pin: '48213' } });
+      assert.equal(opOf(r1).decision, 'execute');
+      assert.match(r1.content[0].text, /PIN 48213 set/, 'the caller gets the real result');
+      assert.match(r1.structuredContent.note, /PIN 48213 set/);
+      const s = await stored(opOf(r1).operationId);
+      assert.ok(!s.op.includes('48213'), `the stored operation holds no secret: ${s.op}`);
+      assert.ok(!s.events.includes('48213'), `the events hold no secret: ${s.events}`);
+      assert.match(s.op, /\[REDACTED\]/);
+    } finally {
+      await host.close();
+    }
+  });
+
+  test('redactResult: pointers into structuredContent (and the text of a tool with an outputSchema) are not stored; a replay returns the stored, redacted result', async () => {
+    const cfg = writeConfig('sec-redact-result', {
+      server: 'sec', toolPrefix: 'sec-rr.',
+      tools: { issue_key: { effect: 'non_idempotent_write', redact: ['/pin'], redactResult: ['/api_key'] } },
+    });
+    await gatewayCli(['register', '--config', cfg], ROLES.admin);
+    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    try {
+      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-2', pin: '59324' } });
+      assert.equal(opOf(r1).decision, 'execute');
+      const key = r1.structuredContent.api_key;
+      assert.match(key, /^sk_live_/, 'the caller gets the real key');
+      assert.ok(r1.content[0].text.includes(key));
+      const s = await stored(opOf(r1).operationId);
+      assert.ok(!s.op.includes(key) && !s.op.includes('59324'), `the stored operation holds no secret: ${s.op}`);
+      assert.ok(!s.events.includes(key) && !s.events.includes('59324'), `the events hold no secret: ${s.events}`);
+      const r2: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-2', pin: '59324' } });
+      assert.equal(opOf(r2).decision, 'replay');
+      assert.ok(!JSON.stringify(r2).includes(key), 'a replay returns the stored, redacted result');
+      assert.match(r2.content.map((c: any) => c.text).join(' '), /REDACTED/);
+      assert.equal(count('issue_key', (e) => e.item === 'sec-k-2'), 1);
+    } finally {
+      await host.close();
+    }
+  });
+
+  test('redactResult: all stores no part of the result', async () => {
+    const cfg = writeConfig('sec-redact-all', { server: 'sec', toolPrefix: 'sec-all.', tools: { issue_key: { effect: 'non_idempotent_write', redactResult: 'all' } } });
+    await gatewayCli(['register', '--config', cfg], ROLES.admin);
+    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    try {
+      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-3', pin: '1' } });
+      const key = r1.structuredContent.api_key;
+      assert.match(key, /^sk_live_/);
+      const s = await stored(opOf(r1).operationId);
+      assert.ok(!s.op.includes(key) && !s.op.includes('sec-k-3 '), s.op);
+      assert.ok(!s.events.includes(key), s.events);
+      const row = (await sql('SELECT result FROM opledger.operations WHERE operation_id = $1', [opOf(r1).operationId]))[0];
+      assert.equal(row.result.structuredContent, undefined);
+      assert.equal(row.result._meta['opledger/redacted'], 'all');
+    } finally {
+      await host.close();
+    }
+  });
+
+  test('key-derived IDs are per tenant: two gateways of two tenants with the same client key both run; a restarted gateway replays', async () => {
+    if (!ROLES.agent) return;   // tenants need the shipped roles
+    const cfg = writeConfig('sec-tenants', { server: 'sec', toolPrefix: 'sec-t.', tools: { send: { effect: 'non_idempotent_write' } } });
+    const roleA = `mcp_tenant_a_${process.pid}`;
+    const roleB = `mcp_tenant_b_${process.pid}`;
+    for (const [role, tenant] of [[roleA, 'tenant-a'], [roleB, 'tenant-b']]) {
+      await sql(`DROP ROLE IF EXISTS ${role}`);
+      await sql(`CREATE ROLE ${role} LOGIN IN ROLE opledger_agent`);
+      await sql('SELECT opledger.set_role_tenant($1::regrole, $2)', [role, tenant]);
+    }
+    const meta = { 'opledger/idempotency-key': 'order-1001' };
+    const call = async (role: string, item: string) => {
+      const host = await connectHost({ config: cfg, server: FAULT, env: { ...fenv, PGUSER: role } });
+      try {
+        return await host.client.callTool({ name: 'send', arguments: { item }, _meta: meta }) as any;
+      } finally {
+        await host.close();
+      }
+    };
+    try {
+      const a = await call(roleA, 'sec-t-a');
+      const b = await call(roleB, 'sec-t-b');
+      assert.equal(opOf(a).decision, 'execute', JSON.stringify(a));
+      assert.equal(opOf(b).decision, 'execute', JSON.stringify(b));
+      assert.doesNotMatch(JSON.stringify(b), /another tenant|42501/);
+      assert.notEqual(opOf(a).operationId, opOf(b).operationId);
+      const rows = await sql('SELECT tenant FROM opledger.operations WHERE operation_id = ANY($1) ORDER BY tenant', [[opOf(a).operationId, opOf(b).operationId]]);
+      assert.deepEqual(rows.map((r) => r.tenant), ['tenant-a', 'tenant-b']);
+      // A new gateway process of tenant A (a restart) derives the same ID from the key: a replay.
+      const again = await call(roleA, 'sec-t-a');
+      assert.equal(opOf(again).decision, 'replay');
+      assert.equal(opOf(again).operationId, opOf(a).operationId);
+      assert.equal(count('send', (e) => e.item === 'sec-t-a'), 1);
+      assert.equal(count('send', (e) => e.item === 'sec-t-b'), 1);
+    } finally {
+      for (const role of [roleA, roleB]) {
+        await sql('SELECT opledger.set_role_tenant($1::regrole, NULL)', [role]).catch(() => {});
+        await sql(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
+      }
+    }
+  });
+
+  test('fail closed: an irreversible tool the ledger has not registered is refused (at start-up and in its result), never run', async () => {
+    const cfg = writeConfig('sec-unregistered', { server: 'sec', toolPrefix: 'sec-unreg.', tools: { wire: { effect: 'irreversible' } } });
+    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    try {
+      await waitFor(async () => { if (!host.stderr.some((l) => l.includes('"tool_refused"'))) throw new Error('not yet'); }, 5_000).catch(() => {});
+      const startup = host.stderr.find((l) => l.includes('"tool_refused"'));
+      assert.ok(startup, `a start-up message: ${host.stderr.join('\n')}`);
+      assert.match(startup!, /sec-unreg\.wire/);
+      assert.match(startup!, /not registered/);
+      const r: any = await host.client.callTool({ name: 'wire', arguments: { item: 'sec-u-1', amount: 5 } });
+      assert.equal(r.isError, true);
+      assert.equal(opOf(r).decision, 'registration_mismatch');
+      assert.match(r.content[0].text, /not registered/);
+      assert.match(r.content[0].text, /opledger-mcp register/);
+      assert.equal(count('wire', (e) => e.item === 'sec-u-1'), 0, 'never run');
+      assert.equal((await sql("SELECT count(*)::int AS n FROM opledger.operations WHERE tool = 'sec-unreg.wire'"))[0].n, 0);
+    } finally {
+      await host.close();
+    }
+  });
+
+  test('fail closed: a tool registered with other redact paths is refused until the registration matches', async () => {
+    const registered = writeConfig('sec-mismatch-reg', { server: 'sec', toolPrefix: 'sec-mm.', tools: { issue_key: { effect: 'non_idempotent_write', redact: ['/item'] } } });
+    const cfg = writeConfig('sec-mismatch', { server: 'sec', toolPrefix: 'sec-mm.', tools: { issue_key: { effect: 'non_idempotent_write', redact: ['/pin'] } } });
+    await gatewayCli(['register', '--config', registered], ROLES.admin);
+    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    try {
+      const r: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-m-1', pin: '77341' } });
+      assert.equal(r.isError, true);
+      assert.equal(opOf(r).decision, 'registration_mismatch');
+      assert.match(r.content[0].text, /redact/);
+      assert.match(r.content[0].text, /opledger-mcp register/);
+      assert.equal(count('issue_key', (e) => e.item === 'sec-m-1'), 0, 'never run');
+      assert.ok(host.stderr.some((l) => l.includes('"tool_refused"') && l.includes('sec-mm.issue_key')), 'said at start-up');
+      // The admin registers the config: the same gateway serves the tool from then on.
+      await gatewayCli(['register', '--config', cfg], ROLES.admin);
+      const ok: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-m-1', pin: '77341' } });
+      assert.equal(opOf(ok).decision, 'execute', JSON.stringify(ok));
+      assert.equal(count('issue_key', (e) => e.item === 'sec-m-1'), 1);
+    } finally {
+      await host.close();
+    }
+  });
+});
+
 describe('Streamable HTTP upstream and downstream', () => {
   test('host --HTTP--> gateway --HTTP--> everything server', async () => {
     const { spawn } = await import('node:child_process');

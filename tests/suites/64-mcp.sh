@@ -41,7 +41,7 @@ else
     echo "roles: the installed extension has no opledger.create_roles(); everything runs as $PGUSER"
 fi
 
-out=$(PGDATABASE="$DB" node --test --test-concurrency=1 --test-reporter=tap dist/test/e2e.test.js 2>&1)
+out=$(PGDATABASE="$DB" node --test --test-concurrency=1 --test-reporter=tap dist/test/*.test.js 2>&1)
 rc=$?
 printf '%s\n' "$out"
 pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' <<<"$out" | tail -n1)

@@ -1,7 +1,7 @@
 // opledger-mcp: the command line.
 //
-//   opledger-mcp [--config FILE] [--name NAME] [--listen HOST:PORT] -- COMMAND [ARGS...]
-//   opledger-mcp [--config FILE] [--name NAME] [--listen HOST:PORT] --url URL
+//   opledger-mcp [--config FILE] [--name NAME] [LISTEN OPTIONS] -- COMMAND [ARGS...]
+//   opledger-mcp [--config FILE] [--name NAME] [LISTEN OPTIONS] --url URL
 //   opledger-mcp register  --config FILE [-- COMMAND ... | --url URL]      (as an opledger_admin)
 //   opledger-mcp reconcile --config FILE [--once] [--interval 5s] [--batch 20] -- COMMAND ... | --url URL
 //   opledger-mcp approve OPERATION_ID [--approver NAME] [--note TEXT]     (as an opledger_approver)
@@ -18,17 +18,29 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { checkRegistrations, listServerTools, policiesOf, reconcileOnce, registerPolicies } from './admin.js';
 import { ConfigError, loadConfig, parseDuration, type GatewayConfig } from './config.js';
 import { LedgerDb, makePool } from './db.js';
+import { childEnv } from './env.js';
 import { Gateway, type Session } from './gateway.js';
+import { httpGuard, TOKEN_VARIABLE, type HttpGuard } from './http_guard.js';
 import { log, setLogLevel, type Level } from './log.js';
 
 const USAGE = `usage:
-  opledger-mcp [--config FILE] [--name NAME] [--listen HOST:PORT] -- COMMAND [ARGS...]
-  opledger-mcp [--config FILE] [--name NAME] [--listen HOST:PORT] --url URL
+  opledger-mcp [--config FILE] [--name NAME] [LISTEN OPTIONS] -- COMMAND [ARGS...]
+  opledger-mcp [--config FILE] [--name NAME] [LISTEN OPTIONS] --url URL
   opledger-mcp register  --config FILE [-- COMMAND [ARGS...] | --url URL]
   opledger-mcp reconcile --config FILE [--once] [--interval 5s] [--batch 20] (-- COMMAND [ARGS...] | --url URL)
   opledger-mcp approve OPERATION_ID [--approver NAME] [--note TEXT]
 
+Without --listen the gateway speaks MCP on stdin/stdout. LISTEN OPTIONS (Streamable HTTP at /mcp):
+  --listen [HOST:]PORT   HOST defaults to 127.0.0.1 (loopback); any other address needs a token
+  --token-file FILE      every request must carry "Authorization: Bearer TOKEN" (the file's content);
+                         or the variable ${TOKEN_VARIABLE}. Never on the command line.
+  --allow-host NAME      a host name clients address the gateway by (Host header; repeatable);
+                         loopback names are allowed on loopback and wildcard binds
+  --allow-origin ORIGIN  a browser origin allowed to call (Origin header; repeatable)
+
 The ledger: DATABASE_URL, or the libpq variables PGHOST PGPORT PGUSER PGDATABASE PGPASSWORD.
+A wrapped server (-- COMMAND) gets the gateway's environment without DATABASE_URL, OPLEDGER_*
+and every libpq variable (PG...).
 Approvals through elicitation use OPLEDGER_APPROVER_DATABASE_URL (an opledger_approver role);
 inline lookups resolve through OPLEDGER_RECONCILER_DATABASE_URL (an opledger_reconciler role).
 Logs: one JSON line per event on stderr (OPLEDGER_MCP_LOG_LEVEL=debug|info|warn|error).
@@ -39,6 +51,9 @@ interface Args {
   config?: string;
   name?: string;
   listen?: string;
+  tokenFile?: string;
+  allowHosts?: string[];
+  allowOrigins?: string[];
   url?: string;
   command?: string[];
   once?: boolean;
@@ -65,6 +80,13 @@ export function parseArgs(argv: string[]): Args {
     else if (x === '--config' || x === '-c') a.config = value(x);
     else if (x === '--name') a.name = value(x);
     else if (x === '--listen') a.listen = value(x);
+    else if (x === '--token-file') a.tokenFile = value(x);
+    else if (x === '--allow-host') (a.allowHosts ??= []).push(value(x));
+    else if (x === '--allow-origin') (a.allowOrigins ??= []).push(value(x));
+    else if (x === '--token' || x.startsWith('--token=')) {
+      throw new ConfigError(`--token: a token on the command line is visible to every user of this machine (ps); ` +
+        `give it in a file (--token-file FILE) or in the variable ${TOKEN_VARIABLE}`);
+    }
     else if (x === '--url') a.url = value(x);
     else if (x === '--once') a.once = true;
     else if (x === '--interval') a.interval = value(x);
@@ -78,18 +100,10 @@ export function parseArgs(argv: string[]): Args {
   }
   if (a.command && a.command.length === 0) throw new ConfigError('nothing after --: give the command of the MCP server');
   if (a.command && a.url) throw new ConfigError('give either -- COMMAND or --url, not both');
-  return a;
-}
-
-/** The environment of a spawned server: the gateway's, without the ledger's credentials. */
-function childEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined) continue;
-    if (k === 'DATABASE_URL' || k === 'PGPASSWORD' || k.startsWith('OPLEDGER_')) continue;
-    env[k] = v;
+  if (!a.listen && (a.tokenFile || a.allowHosts || a.allowOrigins)) {
+    throw new ConfigError('--token-file, --allow-host and --allow-origin belong with --listen');
   }
-  return env;
+  return a;
 }
 
 function downstreamFactory(a: Args): () => Transport {
@@ -115,14 +129,18 @@ function serverName(a: Args, cfg: GatewayConfig): string {
   return path.basename(pick).replace(/\.(m?js|py|ts)$/, '');
 }
 
-async function serveHttp(gw: Gateway, listen: string): Promise<http.Server> {
-  const m = /^(.*):(\d+)$/.exec(listen);
-  if (!m) throw new ConfigError('--listen wants HOST:PORT, e.g. 127.0.0.1:8808');
-  const host = m[1].replace(/^\[|\]$/g, '');
-  const port = Number(m[2]);
+async function serveHttp(gw: Gateway, guard: HttpGuard): Promise<http.Server> {
+  const { host, port } = guard;
   const sessions = new Map<string, { t: StreamableHTTPServerTransport; s?: Session }>();
   const server = http.createServer(async (req, res) => {
     try {
+      const refused = guard.check(req);
+      if (refused) {
+        log('warn', 'http_refused', { status: refused.status, reason: refused.message.split(':')[0], remote: req.socket.remoteAddress });
+        res.writeHead(refused.status, { 'content-type': 'application/json', ...(refused.headers ?? {}) })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: refused.message } }));
+        return;
+      }
       const sid = req.headers['mcp-session-id'];
       const existing = typeof sid === 'string' ? sessions.get(sid) : undefined;
       if (existing) { await existing.t.handleRequest(req, res); return; }
@@ -151,11 +169,16 @@ async function serveHttp(gw: Gateway, listen: string): Promise<http.Server> {
   });
   await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, () => resolve()); });
   const addr = server.address();
-  log('info', 'listening', { url: `http://${typeof addr === 'object' && addr ? `${host.includes(':') ? `[${host}]` : host}:${addr.port}` : listen}/mcp` });
+  log('info', 'listening', {
+    url: `http://${typeof addr === 'object' && addr ? `${host.includes(':') ? `[${host}]` : host}:${addr.port}` : `${host}:${port}`}/mcp`,
+    hosts: guard.hostnames, token: guard.token,
+  });
   return server;
 }
 
 async function runGateway(a: Args, cfg: GatewayConfig): Promise<void> {
+  // Refuse an exposed --listen before anything starts.
+  const guard = a.listen ? httpGuard({ listen: a.listen, tokenFile: a.tokenFile, allowHosts: a.allowHosts, allowOrigins: a.allowOrigins }) : undefined;
   const pool = makePool();
   const db = new LedgerDb(pool);
   const approverUrl = process.env.OPLEDGER_APPROVER_DATABASE_URL;
@@ -182,8 +205,8 @@ async function runGateway(a: Args, cfg: GatewayConfig): Promise<void> {
   };
   for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(sig, () => { void stop(sig); });
 
-  if (a.listen) {
-    httpServer = await serveHttp(gw, a.listen);
+  if (guard) {
+    httpServer = await serveHttp(gw, guard);
   } else {
     const s = await gw.open(new StdioServerTransport());
     process.stdin.on('end', () => { void s.close('stdin closed').then(() => stop('host closed stdin')); });

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import type { ToolEffect } from '@opledger/client';
+import { checkPointerList, hasWildcard, parsePointer, PointerError } from './json.js';
 
 export type Guarantee = 'provider_key' | 'unique_constraint' | 'read_before_write' | 'none';
 
@@ -132,10 +133,44 @@ function expandEnv(v: unknown): unknown {
   return v;
 }
 
+/** A list of JSON Pointers, checked as the ledger's register_tool compiles one ("*" tokens included). */
 function checkPointers(list: unknown, where: string): void {
   if (list === undefined) return;
   if (!Array.isArray(list) || list.some((p) => typeof p !== 'string' || (p !== '' && !p.startsWith('/')))) {
     throw new ConfigError(`${where}: must be a list of JSON Pointers ("/a/b")`);
+  }
+  try {
+    checkPointerList(list as string[]);
+  } catch (e) {
+    if (e instanceof PointerError) throw new ConfigError(`${where}: ${e.message}`);
+    throw e;
+  }
+}
+
+/** A pointer that names one value: well formed, and no "*" (which would name many). */
+function checkSinglePointer(p: unknown, where: string): void {
+  if (p === undefined) return;
+  if (typeof p !== 'string') throw new ConfigError(`${where}: must be a JSON Pointer ("/a/b")`);
+  try {
+    parsePointer(p);
+  } catch (e) {
+    if (e instanceof PointerError) throw new ConfigError(`${where}: ${e.message}`);
+    throw e;
+  }
+  if (hasWildcard(p)) {
+    throw new ConfigError(`${where}: "${p}" has a '*' token, which matches many values; this setting names one value ` +
+      '(a "*" token is for hashExclude and redact only)');
+  }
+}
+
+/** The ${arg:/pointer} placeholders of a lookup's arguments: each names one value of the call's arguments. */
+function checkArgPlaceholders(v: unknown, where: string): void {
+  if (typeof v === 'string') {
+    for (const m of v.matchAll(/\$\{arg:([^}]*)\}/g)) checkSinglePointer(m[1], `${where}: \${arg:${m[1]}}`);
+  } else if (Array.isArray(v)) {
+    v.forEach((x, i) => checkArgPlaceholders(x, `${where}[${i}]`));
+  } else if (v && typeof v === 'object') {
+    for (const [k, x] of Object.entries(v)) checkArgPlaceholders(x, `${where}.${k}`);
   }
 }
 
@@ -157,6 +192,7 @@ function checkTool(name: string, t: unknown): ToolPolicyConfig {
   checkPointers(p.hashExclude, `${where}.hashExclude`);
   checkPointers(p.redact, `${where}.redact`);
   if (p.redactResult !== 'all') checkPointers(p.redactResult, `${where}.redactResult`);
+  checkSinglePointer(p.providerRef, `${where}.providerRef`);
   parseDuration(p.timeout, 0, `${where}.timeout`);
   parseDuration(p.wait, 0, `${where}.wait`);
   if (p.lookup !== undefined) {
@@ -164,6 +200,10 @@ function checkTool(name: string, t: unknown): ToolPolicyConfig {
     if (p.lookup.missing !== undefined && !['not_applied', 'undecided'].includes(p.lookup.missing)) {
       throw new ConfigError(`${where}.lookup.missing: must be not_applied or undecided`);
     }
+    checkSinglePointer(p.lookup.found, `${where}.lookup.found`);
+    checkSinglePointer(p.lookup.providerRef, `${where}.lookup.providerRef`);
+    checkSinglePointer(p.lookup.result, `${where}.lookup.result`);
+    checkArgPlaceholders(p.lookup.arguments, `${where}.lookup.arguments`);
   }
   return p;
 }

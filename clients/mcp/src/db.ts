@@ -2,7 +2,7 @@
 // op_begin with the operation ID derived in the same statement (one round trip).
 
 import pg from 'pg';
-import { Ledger, mapDatabaseError, parseBeginRow, type BeginResult, type JsonValue } from '@opledger/client';
+import { assertStorableJsonText, Ledger, mapDatabaseError, parseBeginRow, type BeginResult, type JsonValue } from '@opledger/client';
 
 /** A pool from DATABASE_URL (or the variable named), else from the libpq PG* variables. */
 export function makePool(urlVar = 'DATABASE_URL', max = 4): pg.Pool {
@@ -18,6 +18,18 @@ export function makePool(urlVar = 'DATABASE_URL', max = 4): pg.Pool {
 }
 
 export const ID_NAMESPACE = 'opledger-mcp/v1';
+
+/**
+ * JSON text for a ::jsonb parameter. A value jsonb cannot hold (a NUL character, an
+ * unpaired surrogate) is an UnstorableJsonError naming its JSON Pointer, raised before
+ * anything is sent: PostgreSQL would put the text before it, secrets included, in the
+ * error's CONTEXT and so in the server log.
+ */
+function jsonText(v: unknown, what: string): string {
+  const text = JSON.stringify(v);
+  assertStorableJsonText(text, what);
+  return text;
+}
 
 // Named prepared statements (parsed and planned once per connection), and only the
 // columns the gateway reads: op_begin's row without the fingerprint (args_hash, bytea),
@@ -59,13 +71,14 @@ export class LedgerDb {
   }
 
   async begin(c: BeginCall): Promise<BeginResult> {
-    const args = JSON.stringify(c.args ?? {});
+    const args = jsonText(c.args ?? {}, 'the arguments');
+    const idParts = c.operationId !== undefined ? undefined : jsonText(c.idParts, 'the parts of the operation ID');
     try {
       const r = c.operationId !== undefined
         ? await this.pool.query({ ...BEGIN_GIVEN, values: [c.operationId, c.tool, args, c.conversationId ?? null, c.worker ?? null, c.lease ?? null] })
         : await this.pool.query({
           ...BEGIN_DERIVED,
-          values: [ID_NAMESPACE, JSON.stringify(c.idParts), c.tool, args, c.conversationId ?? null, c.worker ?? null, c.lease ?? null],
+          values: [ID_NAMESPACE, idParts, c.tool, args, c.conversationId ?? null, c.worker ?? null, c.lease ?? null],
         });
       return parseBeginRow(r.rows[0]);
     } catch (e) {
@@ -78,8 +91,9 @@ export class LedgerDb {
    * one autocommit statement, like Ledger.succeed, without reading the row back.
    */
   async succeed(operationId: string, result: unknown, attempt: number | undefined, providerRef?: string): Promise<void> {
+    const text = jsonText(result ?? null, 'the result');
     try {
-      await this.pool.query({ ...SUCCEED, values: [operationId, JSON.stringify(result ?? null), attempt ?? null, providerRef ?? null] });
+      await this.pool.query({ ...SUCCEED, values: [operationId, text, attempt ?? null, providerRef ?? null] });
     } catch (e) {
       throw mapDatabaseError(e);
     }
@@ -87,8 +101,9 @@ export class LedgerDb {
 
   /** op_fail, like Ledger.fail, without reading the row back. */
   async fail(operationId: string, error: unknown, retryable: boolean, attempt: number | undefined, providerRef?: string): Promise<void> {
+    const text = error === undefined || error === null ? null : jsonText(error, 'the error');
     try {
-      await this.pool.query({ ...FAIL, values: [operationId, error === undefined || error === null ? null : JSON.stringify(error), retryable, attempt ?? null, providerRef ?? null] });
+      await this.pool.query({ ...FAIL, values: [operationId, text, retryable, attempt ?? null, providerRef ?? null] });
     } catch (e) {
       throw mapDatabaseError(e);
     }

@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ArgumentMismatchError, LedgerSqlError, type BeginResult, type JsonValue, type ToolEffect } from '@opledger/client';
+import { ArgumentMismatchError, LedgerSqlError, UnstorableJsonError, type BeginResult, type JsonValue, type ToolEffect } from '@opledger/client';
 import type { GatewayConfig } from './config.js';
 import { parseDuration } from './config.js';
 import { ID_NAMESPACE, type LedgerDb } from './db.js';
@@ -474,6 +474,11 @@ export class Session {
               mismatchText(opId, e.differingPointers)),
           };
         }
+        if (e instanceof UnstorableJsonError) {
+          // Refused before anything was sent: the error names the JSON Pointer, never the value.
+          log('info', 'decision', { tool: name, decision: 'invalid_arguments', pointer: e.pointer });
+          return { result: decisionResult(p, { decision: 'invalid_arguments', operationId: '', pointer: e.pointer }, `${e.message}. The tool was not called.`) };
+        }
         if (e instanceof LedgerSqlError) {
           log('warn', 'decision', { tool: name, decision: 'ledger_error', sqlstate: e.sqlstate, error: e.message });
           return { result: decisionResult(p, { decision: 'ledger_error', operationId: c.opId ?? '', sqlstate: e.sqlstate }, `The ledger refused this call (${e.sqlstate}: ${e.message}); the tool was not called.`) };
@@ -648,6 +653,13 @@ export class Session {
         await this.gw.db.ledger.markUnknown(opId, scrubArgSecrets(payload, c.policy, c.args), o);
       }
     } catch (e) {
+      if (e instanceof UnstorableJsonError) {
+        // The server's answer holds what jsonb cannot (a NUL...): the outcome is recorded
+        // as unknown with where (the message has the pointer, never the value, so this
+        // second report is storable); the re-send reconciles.
+        log('warn', 'ledger_report_unstorable', { operationId: opId, report: kind, pointer: e.pointer });
+        return this.record('unknown', c, { reason: `the server's answer cannot be stored: ${e.message}` });
+      }
       log('error', 'ledger_report_failed', { operationId: opId, report: kind, error: errText(e) });
     }
   }

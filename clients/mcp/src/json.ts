@@ -1,11 +1,61 @@
 // RFC 6901 JSON Pointers over plain JSON values, and a deep copy.
+//
+// Pointer lists (hashExclude, redact) follow the ledger's register_tool exactly: a
+// reference token written "*" matches every member of an object and every element of
+// an array at its level, and one list may not have a "*" and a named token at the same
+// level (the ledger matches a list in one pass, without backtracking, and refuses such a
+// list). A single pointer (providerRef, lookup.found...) names one value: no "*".
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
+export class PointerError extends Error {}
+
+/** The unescaped reference tokens of a pointer ("~0" -> "~", "~1" -> "/"; any other "~" is invalid). */
 export function parsePointer(p: string): string[] {
   if (p === '') return [];
-  if (!p.startsWith('/')) throw new Error(`not a JSON Pointer: ${p}`);
-  return p.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (!p.startsWith('/')) throw new PointerError(`invalid JSON Pointer "${p}": must be empty or start with '/'`);
+  return p.slice(1).split('/').map((raw) => {
+    if (/~(?![01])/.test(raw)) throw new PointerError(`invalid JSON Pointer "${p}": '~' must be followed by '0' or '1'`);
+    return raw.replace(/~1/g, '/').replace(/~0/g, '~');
+  });
+}
+
+/** A reference token that matches every member or element: the raw token "*". */
+export const WILDCARD = Symbol('*');
+type Token = string | typeof WILDCARD;
+
+function parsePattern(p: string): Token[] {
+  const toks = parsePointer(p);
+  const raw = p === '' ? [] : p.slice(1).split('/');
+  return toks.map((t, i) => (raw[i] === '*' ? WILDCARD : t));
+}
+
+/** Does the pointer have a "*" token? */
+export function hasWildcard(p: string): boolean {
+  return p !== '' && p.slice(1).split('/').includes('*');
+}
+
+/**
+ * Checks a pointer list as the ledger compiles one: every pointer well formed, and no
+ * level where one pointer has "*" and another a named token. Throws PointerError.
+ */
+export function checkPointerList(pointers: string[]): void {
+  interface Node { named: Map<string, Node>; any?: Node }
+  const root: Node = { named: new Map() };
+  for (const p of pointers) {
+    let node = root;
+    for (const tok of parsePattern(p)) {
+      if (tok === WILDCARD) {
+        if (node.named.size > 0) throw new PointerError(`invalid JSON Pointer "${p}": a '*' token cannot share its level with named tokens of other pointers`);
+        node = node.any ??= { named: new Map() };
+      } else {
+        if (node.any) throw new PointerError(`invalid JSON Pointer "${p}": a named token cannot share its level with another pointer's '*'`);
+        let next = node.named.get(tok);
+        if (!next) { next = { named: new Map() }; node.named.set(tok, next); }
+        node = next;
+      }
+    }
+  }
 }
 
 export function getPointer(doc: unknown, p: string): unknown {
@@ -28,19 +78,46 @@ function getTokens(doc: unknown, toks: string[]): unknown {
   return cur;
 }
 
-/** A copy of `doc` without the members at the given pointers (array elements become null). */
+const INDEX = /^(0|[1-9][0-9]*)$/;
+
+/** The containers a pattern's tokens lead to (every match of each "*"). */
+function parentsOf(doc: unknown, toks: Token[]): unknown[] {
+  let level: unknown[] = [doc];
+  for (const tok of toks) {
+    const next: unknown[] = [];
+    for (const cur of level) {
+      if (Array.isArray(cur)) {
+        if (tok === WILDCARD) next.push(...cur);
+        else if (INDEX.test(tok) && Number(tok) < cur.length) next.push(cur[Number(tok)]);
+      } else if (cur && typeof cur === 'object') {
+        if (tok === WILDCARD) next.push(...Object.values(cur));
+        else if (Object.prototype.hasOwnProperty.call(cur, tok)) next.push((cur as Record<string, unknown>)[tok]);
+      }
+    }
+    level = next;
+  }
+  return level;
+}
+
+/**
+ * A copy of `doc` without the members at the given pointers (array elements become
+ * null); a "*" token removes at every member or element of its level.
+ */
 export function withoutPointers(doc: unknown, pointers: string[]): unknown {
   if (pointers.length === 0) return doc;
   const copy = structuredClone(doc);
   for (const p of pointers) {
-    const toks = parsePointer(p);
+    const toks = parsePattern(p);
     if (toks.length === 0) return null;
-    const parent = getTokens(copy, toks.slice(0, -1));
     const last = toks[toks.length - 1];
-    if (Array.isArray(parent)) {
-      if (/^(0|[1-9][0-9]*)$/.test(last) && Number(last) < parent.length) parent[Number(last)] = null;
-    } else if (parent && typeof parent === 'object') {
-      delete (parent as Record<string, unknown>)[last];
+    for (const parent of parentsOf(copy, toks.slice(0, -1))) {
+      if (Array.isArray(parent)) {
+        if (last === WILDCARD) parent.fill(null);
+        else if (INDEX.test(last) && Number(last) < parent.length) parent[Number(last)] = null;
+      } else if (parent && typeof parent === 'object') {
+        if (last === WILDCARD) for (const k of Object.keys(parent)) delete (parent as Record<string, unknown>)[k];
+        else delete (parent as Record<string, unknown>)[last];
+      }
     }
   }
   return copy;

@@ -308,10 +308,18 @@ describe('fault server: outcomes recorded honestly', () => {
   });
 
   test('upstream cancellation after the call was sent: unknown', async () => {
-    const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
+    // The call takes 1.5 s downstream, and the host cancels once the ledger shows the
+    // attempt running (then it is sent, or is a moment later): a fixed delay before
+    // cancelling could fall before op_begin on a loaded machine.
+    const host = await connectHost({ config: cfg, server: FAULT, env: { ...fenv, FAULT_SLOW_MS: '1500' } });
     try {
       const ac = new AbortController();
       const p = host.client.callTool({ name: 'send', arguments: { item: 'cancel-1', fault: 'slow' } }, undefined, { signal: ac.signal });
+      for (let i = 0; i < 200; i++) {
+        const r = await sql("SELECT status::text FROM opledger.operations WHERE args->>'item' = 'cancel-1'");
+        if (r.length === 1 && r[0].status === 'pending') break;
+        await sleep(25);
+      }
       await sleep(100);
       ac.abort();
       await assert.rejects(p);

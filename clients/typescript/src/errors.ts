@@ -71,6 +71,22 @@ export class NotJsonSerializableError extends OpledgerError {
   }
 }
 
+/**
+ * A value PostgreSQL's jsonb cannot hold: a string or member name with a NUL character
+ * (U+0000) or an unpaired UTF-16 surrogate. Raised before anything is sent; `pointer`
+ * (RFC 6901) says where, and the message never carries the value.
+ */
+export class UnstorableJsonError extends NotJsonSerializableError {
+  /** `problem`: "a NUL character (\u0000)" or "an unpaired UTF-16 surrogate" (either may add "in the member name"). */
+  constructor(what: string, readonly pointer: string, readonly problem: string) {
+    const where = pointer === '' ? '(the whole value)' : pointer;
+    super(what, `${problem} at ${where}`);
+    this.nextStep = `remove that character at ${where}: the ledger stores JSON as PostgreSQL jsonb, which cannot ` +
+      'hold it; nothing was sent';
+    this.message = `${what} cannot be stored in the ledger: ${problem} at ${where}. Next: ${this.nextStep}`;
+  }
+}
+
 /** The operation has finally failed (decision `failed`); `error` is the stored error. */
 export class OperationFailedError extends OpledgerError {
   constructor(readonly begin: BeginResult) {

@@ -123,9 +123,9 @@ EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT;
     RETURN h;
 END $$;
-SELECT like(pg_temp.hint_of($$SELECT opledger.op_begin('', 'pay', '{}')$$), '%opledger.derive_operation_id(namespace, parts)%',
+SELECT alike(pg_temp.hint_of($$SELECT opledger.op_begin('', 'pay', '{}')$$), '%opledger.derive_operation_id(namespace, parts)%',
             'an empty operation_id: the HINT says how to derive one');
-SELECT like(pg_temp.hint_of($$SELECT opledger.op_begin(repeat('x', 1025), 'pay', '{}')$$),
+SELECT alike(pg_temp.hint_of($$SELECT opledger.op_begin(repeat('x', 1025), 'pay', '{}')$$),
             'Pass at most 1024 bytes. %derive_operation_id%', 'an overlong operation_id: the HINT gives the bound and what to pass');
 SELECT is(pg_temp.hint_of($$SELECT opledger.op_begin('e-x', repeat('t', 257), '{}')$$),
           'Pass at most 256 bytes. Pass the tool''s name as registered with opledger.register_tool.',

@@ -105,13 +105,16 @@ class Ledger:
                                         operation_id=operation_id))
         try:
             with self._connection() as conn:
-                conn.add_notice_handler(notice)
+                listens = hasattr(conn, "add_notice_handler")  # a psycopg connection (not a stand-in)
+                if listens:
+                    conn.add_notice_handler(notice)
                 try:
                     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                         cur.execute(sql, params)
                         return cur.fetchall()
                 finally:
-                    conn.remove_notice_handler(notice)
+                    if listens:
+                        conn.remove_notice_handler(notice)
         except psycopg.Error as err:
             mapped = map_database_error(err, function)
             if mapped is err:

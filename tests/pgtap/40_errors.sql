@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
-SELECT plan(81);
+SELECT plan(84);
 
 -- The whole ledger as one value (the event sequence is left out: sequences are not transactional).
 CREATE FUNCTION pg_temp.ledger() RETURNS text LANGUAGE sql AS $$
@@ -112,6 +112,24 @@ SELECT throws_ok($$SELECT opledger.register_tool(NULL, 'read_only')$$, '22004', 
 SELECT throws_ok($$SELECT opledger.register_tool('', 'read_only')$$, '22023', NULL, 'register_tool: empty tool');
 SELECT throws_ok($$SELECT opledger.register_tool('x', NULL)$$, '22004', NULL, 'register_tool: NULL effect');
 SELECT throws_ok($$SELECT opledger.register_tool('x', 'teleport')$$, '22P02', NULL, 'register_tool: unknown effect');
+
+-- Each bounds error says what to pass instead (its HINT), without repeating the value.
+CREATE FUNCTION pg_temp.hint_of(call text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE h text;
+BEGIN
+    EXECUTE call;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT;
+    RETURN h;
+END $$;
+SELECT alike(pg_temp.hint_of($$SELECT opledger.op_begin('', 'pay', '{}')$$), '%opledger.derive_operation_id(namespace, parts)%',
+            'an empty operation_id: the HINT says how to derive one');
+SELECT alike(pg_temp.hint_of($$SELECT opledger.op_begin(repeat('x', 1025), 'pay', '{}')$$),
+            'Pass at most 1024 bytes. %derive_operation_id%', 'an overlong operation_id: the HINT gives the bound and what to pass');
+SELECT is(pg_temp.hint_of($$SELECT opledger.op_begin('e-x', repeat('t', 257), '{}')$$),
+          'Pass at most 256 bytes. Pass the tool''s name as registered with opledger.register_tool.',
+          'an overlong tool name: the HINT gives the bound and what to pass, not the value');
 
 -- Bad input: malformed JSON Pointers in register_tool
 SELECT throws_ok($$SELECT opledger.register_tool('x', 'read_only', hash_exclude => '{trace_id}')$$, '22P02',

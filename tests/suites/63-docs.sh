@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Docs and demo: every example of docs/sql-reference.md and docs/settings.md still
 # prints the output the page shows (docs/tools/examples.py, each page in a fresh
-# database), and the refund story (demo/refund-story.sh, its own throwaway cluster)
-# tells its story with every decision as written, leaving nothing behind.
+# database), the pages list every function, table, view and type of the catalog
+# (docs/tools/catalog_check.py), and the refund story (demo/refund-story.sh, its own
+# throwaway cluster) tells its story with every decision as written, leaving nothing
+# behind.
 set -uo pipefail
 cd "${OPLEDGER_ROOT:-$(pwd)}" || exit 1
 
@@ -24,6 +26,24 @@ for page in docs/sql-reference.md docs/settings.md; do
         passed=$((passed + p)); failed=$((failed + f))
     fi
 done
+
+# The documented lists of functions, tables, views and types (README's table, the SQL
+# reference, security.md's role matrix) against the catalog of a fresh CREATE EXTENSION.
+db="opledger_catalog_$$"
+if createdb "$db" && psql -X -q -d "$db" -c 'CREATE EXTENSION opledger' >/dev/null; then
+    out=$(PGDATABASE="$db" /usr/bin/python3 docs/tools/catalog_check.py 2>&1)
+    printf '%s\n' "$(sed '$d' <<<"$out")"
+    p=$(tail -n1 <<<"$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+    f=$(tail -n1 <<<"$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+    if [ -z "$p" ]; then
+        echo "FAILED docs/tools/catalog_check.py: $out"; failed=$((failed + 1))
+    else
+        passed=$((passed + p)); failed=$((failed + f))
+    fi
+else
+    echo "FAILED createdb $db"; failed=$((failed + 1))
+fi
+dropdb --if-exists "$db" >/dev/null 2>&1
 
 # The README's SQL, in order, as a new user would paste it (psql variables set as the
 # snippets expect), in one transaction that rolls back: the roles it creates are

@@ -12,9 +12,9 @@ Run each tool call of an agent at most once per operation ID::
                                                       else NotApplied())
 """
 
-from .errors import (ArgumentMismatch, InvalidTransition, LedgerSqlError, NeedsApproval, NotJsonSerializable,
-                     OperationFailed, OpledgerError, OutcomeUnknown, ReconciliationRequired, UnregisteredTool,
-                     WaitTimeout)
+from .errors import (ArgumentMismatch, InvalidTransition, LeaseTooShort, LedgerNotice, LedgerSqlError, NeedsApproval,
+                     NotJsonSerializable, OperationFailed, OpledgerError, OutcomeUnknown, PermissionDenied,
+                     ReconciliationRequired, ToolTimeout, UnregisteredTool, WaitTimeout)
 from .execute import execute_once, idempotent_tool, reconcile_batch
 from .ledger import Ledger
 from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotApplied, Operation, OperationRow,
@@ -22,7 +22,7 @@ from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotAppli
 
 __all__ = [
     "Applied", "ArgumentMismatch", "BeginResult", "Decision", "ErrorClass", "Failed", "InvalidTransition",
-    "Ledger", "LedgerSqlError", "NeedsApproval", "NotApplied", "NotJsonSerializable", "Operation", "OperationFailed", "OperationRow",
+    "LeaseTooShort", "Ledger", "LedgerNotice", "LedgerSqlError", "PermissionDenied", "ToolTimeout", "NeedsApproval", "NotApplied", "NotJsonSerializable", "Operation", "OperationFailed", "OperationRow",
     "OpStatus", "OpledgerError", "OutcomeUnknown", "Reconciled", "ReconciliationRequired", "ToolEffect", "UnregisteredTool",
     "WaitTimeout", "execute_once", "idempotent_tool", "reconcile_batch",
 ]

@@ -79,6 +79,86 @@ class UnregisteredTool(LedgerSqlError):
     """OL003: unregistered tool while opledger.require_registered_tools is on."""
 
 
+#: The shipped group role for each opledger function and table a client calls
+#: (opledger.create_roles() grants them; opledger_admin may use them all).
+REQUIRED_ROLE = {
+    **dict.fromkeys(("op_begin", "op_succeed", "op_fail", "op_mark_unknown", "notify_token"), "opledger_agent"),
+    **dict.fromkeys(("op_claim_reconciliation", "op_resolve", "op_sweep", "operations", "events",
+                     "unknown_operations"), "opledger_reconciler"),
+    **dict.fromkeys(("op_approve", "op_reject"), "opledger_approver"),
+    **dict.fromkeys(("register_tool", "op_purge", "set_role_tenant", "reset_rejected_reuses"), "opledger_admin"),
+    **dict.fromkeys(("metrics_since", "metrics", "tool_stats", "metrics_hourly", "rejected_reuses"),
+                    "opledger_dashboard"),
+}
+
+
+class PermissionDenied(LedgerSqlError):
+    """42501: this connection's role may not call the function (or read the table).
+    The message names the shipped group role that may (``required_role``); the next
+    step is to make the call as a login role in it."""
+
+    def __init__(self, message: str, detail: Optional[str] = None, obj: Optional[str] = None):
+        self.object = obj
+        self.required_role = REQUIRED_ROLE.get(obj or "")
+        what = f"opledger.{obj}" if obj else "this opledger function"
+        if self.required_role:
+            role = self.required_role
+            hint = (f"{what} needs a role in {role}, and this connection's role is not in it: make this call on a "
+                    f"connection that logs in as a member of {role} (a superuser grants it once: GRANT {role} TO "
+                    "your_login_role; the group roles come from SELECT opledger.create_roles()). See "
+                    "docs/security.md, the role matrix.")
+        else:
+            hint = (f"this connection's role may not use {what}: use a login role that was granted it "
+                    "(docs/security.md, the role matrix).")
+        super().__init__(message, "42501", detail, hint)
+
+
+class LedgerNotice(UserWarning):
+    """A NOTICE (or WARNING) the database sent during a Ledger call, such as "the tool
+    of this call is not registered", issued with ``warnings.warn``. ``str()`` gives the
+    message with the call, DETAIL and HINT; the parts are attributes."""
+
+    def __init__(self, message: str, *, severity: str = "NOTICE", sqlstate: Optional[str] = None,
+                 detail: Optional[str] = None, hint: Optional[str] = None, function: str = "",
+                 tool: Optional[str] = None, operation_id: Optional[str] = None):
+        about = ", ".join(x for x in (f"tool {tool!r}" if tool is not None else "",
+                                      f"operation {operation_id}" if operation_id is not None else "") if x)
+        text = f"{message} ({function}{': ' + about if about else ''})"
+        if detail:
+            text += f"\nDETAIL: {detail}"
+        if hint:
+            text += f"\nHINT: {hint}"
+        super().__init__(text)
+        self.message, self.severity, self.sqlstate, self.detail, self.hint = message, severity, sqlstate, detail, hint
+        self.function, self.tool, self.operation_id = function, tool, operation_id
+
+
+class ToolTimeout(OpledgerError):
+    """The tool did not answer within execute_once's ``timeout`` (the ``__cause__`` of
+    the OutcomeUnknown that follows: the provider may still be doing it)."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.next_step = "treat the outcome as unknown: reconcile it with the provider"
+        super().__init__(f"the tool did not answer within timeout={timeout:g} s")
+
+
+class LeaseTooShort(OpledgerError):
+    """execute_once was given a ``timeout`` that the attempt's lease does not outlast:
+    the lease would end while the tool may still run, and another worker could then
+    take the operation over. Raised before the tool is called; the attempt is recorded
+    as a retryable failure (nothing ran)."""
+
+    def __init__(self, operation_id: str, timeout: float, lease_left: float, margin: float):
+        self.operation_id, self.timeout, self.lease_left, self.margin = operation_id, timeout, lease_left, margin
+        self.next_step = (f"give the attempt a lease longer than timeout + {margin:g} s (Operation(lease=...), e.g. "
+                          f"'{int(timeout + margin) + 2} seconds', or register_tool(lease => ...) as admin), "
+                          "or lower timeout")
+        super().__init__(f"operation {operation_id}: the attempt's lease ends in {max(0.0, lease_left):.1f} s, before "
+                         f"timeout={timeout:g} s (+ {margin:g} s to record the outcome) would end the tool call, so "
+                         f"the tool was not called (recorded as a retryable failure). Next: {self.next_step}")
+
+
 class NotJsonSerializable(OpledgerError, TypeError):
     """A value the ledger must store (a tool's result, args) is not JSON: a set,
     bytes, a datetime, NaN, an object. Raised before anything is sent."""
@@ -140,7 +220,7 @@ class OutcomeUnknown(OpledgerError):
         self.stage = stage
         self.recorded = recorded
         self.next_step = _resolve_hint(operation_id)
-        what = {"tool": "the tool raised",
+        what = {"tool": "the tool raised", "timeout": "the tool did not answer within its timeout",
                 "result": "the tool returned a result that cannot be stored as JSON",
                 "report": "reporting its success to the ledger failed"}.get(stage, stage)
         where = ("the ledger now holds it as unknown" if recorded else
@@ -173,14 +253,22 @@ class WaitTimeout(OpledgerError):
 
 
 _BY_SQLSTATE = {"OL001": ArgumentMismatch, "OL002": InvalidTransition, "OL003": UnregisteredTool}
+_DENIED = re.compile(r"permission denied for (?:function|table|view|relation) (\w+)")
 
 
-def map_database_error(err: Any) -> Exception:
-    """A psycopg error with an opledger SQLSTATE becomes its typed exception."""
+def map_database_error(err: Any, function: Optional[str] = None) -> Exception:
+    """A psycopg error raised by the database (it has a SQLSTATE) becomes a
+    LedgerSqlError whose message carries DETAIL and HINT (psycopg's leaves them out):
+    OL001..OL003 their typed exceptions, 42501 PermissionDenied naming the role the
+    call needs (``function``: the opledger function called, when known). Other errors
+    (a lost connection) are returned unchanged."""
     state = getattr(err, "sqlstate", None)
-    cls = _BY_SQLSTATE.get(state or "")
-    if cls is None:
+    if not state:
         return err
     diag = getattr(err, "diag", None)
-    return cls(getattr(diag, "message_primary", None) or str(err), state,
-               getattr(diag, "message_detail", None), getattr(diag, "message_hint", None))
+    message = getattr(diag, "message_primary", None) or str(err)
+    detail, hint = getattr(diag, "message_detail", None), getattr(diag, "message_hint", None)
+    if state == "42501":
+        m = _DENIED.search(message)
+        return PermissionDenied(message, detail, m.group(1) if m else function)
+    return _BY_SQLSTATE.get(state, LedgerSqlError)(message, state, detail, hint)

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
+import threading
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional, TypeVar
 
-import psycopg
-
-from .errors import (InvalidTransition, NeedsApproval, OperationFailed, OutcomeUnknown,
-                     ReconciliationRequired, WaitTimeout)
-from .ledger import Ledger, dumps
+from .errors import (InvalidTransition, LeaseTooShort, NeedsApproval, OperationFailed, OutcomeUnknown,
+                     PermissionDenied, ReconciliationRequired, ToolTimeout, WaitTimeout)
+from .ledger import Ledger, NoticeHandler, dumps
 from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotApplied, Operation,
-                    OperationRow, ReconcileOutcome, Reconciled)
+                    OperationRow, OpStatus, ReconcileOutcome, Reconciled)
 
 T = TypeVar("T")
 
@@ -25,6 +25,9 @@ ReconcileHook = Callable[[Operation, BeginResult], Optional[ReconcileOutcome]]
 DEFAULT_MAX_WAIT = 60.0
 DEFAULT_MIN_SLEEP = 0.05
 DEFAULT_MAX_SLEEP = 5.0
+#: With ``timeout``, the attempt's lease must outlast the timeout by this much (seconds):
+#: the time to record the unknown outcome (op_mark_unknown) before the lease ends.
+LEASE_MARGIN = 1.0
 
 
 def _error_json(err: BaseException, stage: Optional[str] = None) -> dict[str, str]:
@@ -36,8 +39,43 @@ def _error_json(err: BaseException, stage: Optional[str] = None) -> dict[str, st
     return out
 
 
-def _ledger(db: Any) -> Ledger:
-    return db if isinstance(db, Ledger) else Ledger(db)
+def _ledger(db: Any, on_notice: Optional[NoticeHandler] = None) -> Ledger:
+    if isinstance(db, Ledger):
+        return Ledger(db.conn, on_notice=on_notice) if on_notice else db
+    return Ledger(db, on_notice=on_notice)
+
+
+def _failed_from(row: OperationRow) -> BeginResult:
+    """The decision ``failed`` for a row op_resolve has just finally failed."""
+    return BeginResult(Decision.FAILED, row.operation_id, row.status, row.attempt, result=row.result,
+                       error=row.error, provider_ref=row.provider_ref)
+
+
+def _call_with_timeout(call_tool: Callable[[Operation, int], T], op: Operation, attempt: int,
+                       timeout: Optional[float]) -> T:
+    """Calls the tool; with a timeout, in a worker thread (daemon, with the caller's
+    context variables) that it waits for at most ``timeout`` seconds, then raises
+    ToolTimeout. Python cannot stop a thread: the tool may still run, and what it
+    returns later is dropped."""
+    if timeout is None:
+        return call_tool(op, attempt)
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call_tool(op, attempt)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = err
+        finally:
+            done.set()
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name=f"opledger-tool-{op.operation_id}", daemon=True).start()
+    if not done.wait(timeout):
+        raise ToolTimeout(timeout)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 def _outcome_name(found: ReconcileOutcome) -> str:
@@ -76,7 +114,8 @@ def execute_once(db: Any, op: Operation, call_tool: Callable[[Operation, int], T
                  max_sleep: float = DEFAULT_MAX_SLEEP,
                  on_decision: Optional[Callable[[BeginResult], None]] = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 reconciler: Any = None) -> T:
+                 reconciler: Any = None, timeout: Optional[float] = None,
+                 on_notice: Optional[NoticeHandler] = None) -> T:
     """Run ``call_tool(op, attempt)`` at most once per operation ID, however often
     this is called and by however many workers.
 
@@ -92,13 +131,28 @@ def execute_once(db: Any, op: Operation, call_tool: Callable[[Operation, int], T
       * in_progress / retry_later: sleeps until retry_after, at most ``max_wait``
         seconds in all, then raises WaitTimeout (with retry_after and the lease owner);
       * reconcile: calls ``reconcile(op, begin)``, then op_resolve on ``reconciler``
-        (a connection as a role in opledger_reconciler; default ``db``), asks again;
+        (a connection as a role in opledger_reconciler; default ``db``): Applied
+        returns the result op_resolve recorded, Failed raises OperationFailed,
+        NotApplied asks again;
       * needs_approval / failed: raises NeedsApproval / OperationFailed.
+
+    ``timeout`` (seconds; default none) bounds the tool call: past it the outcome is
+    unknown (the provider may still do it), op_mark_unknown records it, and the call
+    ends like any unknown outcome (OutcomeUnknown with stage "timeout", or the
+    reconcile hook asks the provider). The tool then runs in a worker thread, which
+    Python cannot stop: what it returns after the timeout is dropped. The attempt's
+    lease must end at least LEASE_MARGIN seconds after the timeout would, or
+    execute_once raises LeaseTooShort before calling the tool.
+
+    ``on_notice`` receives the database's NOTICEs (e.g. "the tool of this call is not
+    registered"); default: ``warnings.warn`` with category LedgerNotice.
 
     Every ledger call commits on its own, so other workers see this attempt's lease.
     """
-    ledger = _ledger(db)
-    resolver_ledger = _ledger(reconciler) if reconciler is not None else ledger
+    ledger = _ledger(db, on_notice)
+    resolver_ledger = _ledger(reconciler, on_notice) if reconciler is not None else ledger
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     waited = 0.0
     undecided = 0
 
@@ -142,27 +196,45 @@ def execute_once(db: Any, op: Operation, call_tool: Callable[[Operation, int], T
                                                             f"max_wait={max_wait:g} s"))
                 continue
             try:
-                _resolve(resolver_ledger, op.operation_id, found, op.worker)
+                resolved = _resolve(resolver_ledger, op.operation_id, found, op.worker)
             except InvalidTransition:
-                pass  # someone else resolved it first; the next op_begin says how
-            except psycopg.errors.InsufficientPrivilege as err:
+                continue  # someone else resolved it first; the next op_begin says how
+            except PermissionDenied as err:
                 raise ReconciliationRequired(
                     d, "this connection's role may not call op_resolve: pass reconciler= (a connection "
                        "as a role in opledger_reconciler)") from err
+            # The row op_resolve returned answers the call: asking op_begin again would
+            # count this call's own second look as a duplicate the ledger prevented.
+            # Only NotApplied (retryable: the tool may run again after its backoff) asks again.
+            if resolved.status is OpStatus.SUCCEEDED:
+                return resolved.result
+            if resolved.status is OpStatus.FAILED:
+                raise OperationFailed(_failed_from(resolved))
             continue
-        # Decision.EXECUTE: from here on the provider may act, so no outcome may be lost.
+        # Decision.EXECUTE.
+        if timeout is not None and d.lease_expires_at is not None:
+            # The lease must outlast the tool call: else it ends while the tool may
+            # still run, and another worker takes the operation over. Nothing ran yet.
+            lease_left = (d.lease_expires_at - datetime.now(timezone.utc)).total_seconds()
+            if lease_left < timeout + LEASE_MARGIN:
+                refusal = LeaseTooShort(op.operation_id, timeout, lease_left, LEASE_MARGIN)
+                ledger.fail(op.operation_id, _error_json(refusal), True, attempt=d.attempt)
+                raise refusal
+        # From here on the provider may act, so no outcome may be lost.
         try:
-            result = call_tool(op, d.attempt)
+            result = _call_with_timeout(call_tool, op, d.attempt, timeout)
         except Exception as err:
+            timed_out = isinstance(err, ToolTimeout)
             try:
-                cls = ErrorClass(classify_error(err))
+                cls = ErrorClass.UNKNOWN if timed_out else ErrorClass(classify_error(err))
             except Exception:  # noqa: BLE001 - a broken classifier must not lose the outcome
                 cls = ErrorClass.UNKNOWN
             if cls is ErrorClass.UNKNOWN:
-                recorded = _report_unknown(ledger, op, d.attempt, err, "tool")
+                stage = "timeout" if timed_out else "tool"
+                recorded = _report_unknown(ledger, op, d.attempt, err, stage)
                 if reconcile is not None and recorded:
                     continue
-                raise OutcomeUnknown(op.operation_id, d.attempt, recorded=recorded,
+                raise OutcomeUnknown(op.operation_id, d.attempt, stage=stage, recorded=recorded,
                                      lease_expires_at=d.lease_expires_at) from err
             ledger.fail(op.operation_id, _error_json(err), cls is ErrorClass.RETRYABLE, attempt=d.attempt)
             continue  # retryable: op_begin answers retry_later / execute; failed: failed

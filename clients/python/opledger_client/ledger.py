@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import warnings
 from collections.abc import Mapping
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from .errors import NotJsonSerializable, map_database_error
+from .errors import LedgerNotice, LedgerSqlError, NotJsonSerializable, map_database_error
 from .types import BeginResult, Operation, OperationRow, ToolEffect
 
 GUARANTEES = ("provider_key", "unique_constraint", "read_before_write", "none")
@@ -61,11 +63,25 @@ def check_args(args: Any) -> None:
                         f"{type(args).__name__}{hint}")
 
 
+_FUNCTION = re.compile(r"opledger\.(\w+)")
+
+#: on_notice(notice): receives each NOTICE / WARNING of a Ledger call.
+NoticeHandler = Callable[[LedgerNotice], None]
+
+
+def warn_notice(notice: LedgerNotice) -> None:
+    """The default notice handler: ``warnings.warn`` with category LedgerNotice."""
+    warnings.warn(notice, stacklevel=2)
+
+
 class Ledger:
-    def __init__(self, conn: Any):
+    def __init__(self, conn: Any, *, on_notice: Optional[NoticeHandler] = None):
         """``conn``: a psycopg Connection (autocommit recommended) or a pool with a
-        ``connection()`` context manager."""
+        ``connection()`` context manager. ``on_notice`` receives the NOTICEs and
+        WARNINGs the database sends during this Ledger's calls (such as "the tool of
+        this call is not registered") as LedgerNotice; default: ``warnings.warn``."""
         self.conn = conn
+        self.on_notice = on_notice or warn_notice
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
@@ -75,13 +91,32 @@ class Ledger:
             with self.conn.connection() as c:
                 yield c
 
-    def _rows(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    def _rows(self, sql: str, params: Sequence[Any], *, tool: Optional[str] = None,
+              operation_id: Optional[str] = None) -> list[dict[str, Any]]:
+        m = _FUNCTION.search(sql)
+        function = m.group(1) if m else "query"
+
+        def notice(diag: psycopg.errors.Diagnostic) -> None:
+            # psycopg drops notices unless someone listens; a mistyped tool name must
+            # not run silently.
+            self.on_notice(LedgerNotice(diag.message_primary or "", severity=diag.severity or "NOTICE",
+                                        sqlstate=diag.sqlstate, detail=diag.message_detail,
+                                        hint=diag.message_hint, function=function, tool=tool,
+                                        operation_id=operation_id))
         try:
-            with self._connection() as conn, conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(sql, params)
-                return cur.fetchall()
+            with self._connection() as conn:
+                listens = hasattr(conn, "add_notice_handler")  # a psycopg connection (not a stand-in)
+                if listens:
+                    conn.add_notice_handler(notice)
+                try:
+                    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+                        cur.execute(sql, params)
+                        return cur.fetchall()
+                finally:
+                    if listens:
+                        conn.remove_notice_handler(notice)
         except psycopg.Error as err:
-            mapped = map_database_error(err)
+            mapped = map_database_error(err, function)
             if mapped is err:
                 raise
             raise mapped from err
@@ -127,7 +162,8 @@ class Ledger:
             operation_id = op
         check_args(args)
         rows = self._rows("SELECT * FROM opledger.op_begin(%s, %s, %s, %s, %s, %s::interval)",
-                          [operation_id, tool, _jsonb(args, "args"), conversation_id, worker, lease])
+                          [operation_id, tool, _jsonb(args, "args"), conversation_id, worker, lease],
+                          tool=tool, operation_id=operation_id)
         return BeginResult.from_row(rows[0])
 
     def succeed(self, operation_id: str, result: Any, *, attempt: Optional[int] = None,
@@ -182,6 +218,6 @@ class Ledger:
         try:
             rows = self._rows("SELECT lease_owner FROM opledger.operations WHERE operation_id = %s",
                               [operation_id])
-        except psycopg.Error:
+        except (psycopg.Error, LedgerSqlError):
             return None
         return rows[0]["lease_owner"] if rows else None

@@ -14,8 +14,9 @@ import psycopg
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import opledger_client  # noqa: E402
 from opledger_client import (  # noqa: E402
-    Applied, ArgumentMismatch, Decision, ErrorClass, Failed, InvalidTransition, Ledger, NeedsApproval,
+    Applied, ArgumentMismatch, Decision, ErrorClass, Failed, InvalidTransition, Ledger, LedgerSqlError, NeedsApproval,
     NotApplied, NotJsonSerializable, Operation, OperationFailed, OpStatus, OutcomeUnknown, Reconciled,
     ReconciliationRequired, ToolEffect, UnregisteredTool, WaitTimeout, execute_once, idempotent_tool,
     reconcile_batch,
@@ -143,7 +144,7 @@ class ExecuteOnceTest(LedgerTestCase):
                               on_decision=lambda d: seen.append(d.decision))
         self.assertEqual(result, {"refund_id": "found"})
         self.assertEqual(p.count(op.operation_id), 1)
-        self.assertEqual(seen, [Decision.EXECUTE, Decision.RECONCILE, Decision.REPLAY])
+        self.assertEqual(seen, [Decision.EXECUTE, Decision.RECONCILE])  # op_resolve's row answers the call
         again = self.ledger.begin(op)
         self.assertIs(again.decision, Decision.REPLAY)
         self.assertEqual(again.provider_ref, "re_found")
@@ -407,7 +408,7 @@ class NeverLosesAnOutcomeTest(LedgerTestCase):
         result = execute_once(self.conn, op, send, reconcile=lambda o, b: Applied({"ids": [1, 2]}, "msg-1"),
                               reconciler=self.rec, on_decision=lambda d: seen.append(d.decision))
         self.assertEqual(result, {"ids": [1, 2]})
-        self.assertEqual(seen, [Decision.RECONCILE, Decision.REPLAY])
+        self.assertEqual(seen, [Decision.RECONCILE])  # op_resolve's row answers the call
         self.assertEqual(len(sent), 1)
         self.assertIs(self.status(op.operation_id), OpStatus.SUCCEEDED)
 
@@ -450,8 +451,7 @@ class NeverLosesAnOutcomeTest(LedgerTestCase):
                               reconciler=self.rec, max_wait=10, on_decision=lambda d: seen.append(d.decision))
         self.assertEqual(result, {"refund_id": "re_5"})
         self.assertEqual(calls, [1])
-        self.assertIn(Decision.RECONCILE, seen)
-        self.assertIs(seen[-1], Decision.REPLAY)
+        self.assertIs(seen[-1], Decision.RECONCILE)  # op_resolve's row answers the call
 
     def test_with_a_pool_a_dropped_connection_does_not_stop_the_report(self):
         t = tool("refund")
@@ -591,8 +591,10 @@ class LedgerApiTest(LedgerTestCase):
     def test_agent_role_may_not_register_tools(self):
         if not self.roles:
             self.skipTest("opledger.create_roles() is not in this extension version")
-        with self.assertRaises(psycopg.errors.InsufficientPrivilege):
+        with self.assertRaises(LedgerSqlError) as cm:
             self.ledger.register_tool(tool("x"), "read_only")
+        self.assertEqual(cm.exception.sqlstate, "42501")
+        self.assertIsInstance(cm.exception.__cause__, psycopg.errors.InsufficientPrivilege)
 
     def test_in_call_reconcile_under_the_agent_role_needs_a_reconciler(self):
         if not self.roles:
@@ -609,6 +611,141 @@ class LedgerApiTest(LedgerTestCase):
         with self.assertRaises(ReconciliationRequired) as cm:
             execute_once(self.conn, op, boom, reconcile=lambda o, b: NotApplied())
         self.assertIn("reconciler=", str(cm.exception))
+
+
+
+class NoticeTest(LedgerTestCase):
+    """A mistyped tool name does not run silently: the ledger's NOTICE becomes a warning."""
+
+    def test_the_notice_of_an_unregistered_tool_is_a_warning_with_the_tool_detail_and_hint(self):
+        typo = tool("emial.send")
+        with self.assertWarns(opledger_client.LedgerNotice) as cm:
+            out = execute_once(self.conn, Operation(uid(), typo, {"to": "a@example.com"}), lambda o, a: {"sent": True})
+        self.assertEqual(out, {"sent": True})
+        notice = cm.warning
+        self.assertIn("the tool of this call is not registered", str(notice))
+        self.assertEqual((notice.function, notice.tool), ("op_begin", typo))
+        self.assertIn(repr(typo), str(notice))
+        self.assertIn("non_idempotent_write", notice.detail)
+        self.assertIn("register_tool", notice.hint)
+
+    def test_on_notice_receives_it_instead_and_a_registered_tool_raises_none(self):
+        got = []
+        typo = tool("paymnets.refund")
+        execute_once(self.conn, Operation(uid(), typo, {}), lambda o, a: 1, on_notice=got.append)
+        self.assertEqual([n.tool for n in got], [typo])
+        t = tool("registered")
+        self.admin_ledger.register_tool(t, "read_only")
+        execute_once(self.conn, Operation(uid(), t, {}), lambda o, a: 1, on_notice=got.append)
+        self.assertEqual(len(got), 1)
+
+
+class TimeoutTest(LedgerTestCase):
+    def test_past_the_timeout_the_outcome_is_unknown_and_recorded(self):
+        t = tool("slow")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")  # 5-minute lease
+        op = Operation(uid(), t, {"n": 1})
+        started = time.monotonic()
+        with self.assertRaises(OutcomeUnknown) as cm:
+            execute_once(self.conn, op, lambda o, a: time.sleep(3) or {"late": True}, timeout=0.3)
+        self.assertLess(time.monotonic() - started, 2.0)
+        self.assertEqual((cm.exception.stage, cm.exception.recorded), ("timeout", True))
+        self.assertIsInstance(cm.exception.__cause__, opledger_client.ToolTimeout)
+        self.assertIn("did not answer within its timeout", str(cm.exception))
+        self.assertIs(self.status(op.operation_id), OpStatus.UNKNOWN)
+        stored = self.admin.execute("SELECT error FROM opledger.operations WHERE operation_id = %s",
+                                    [op.operation_id]).fetchone()[0]
+        self.assertEqual(stored["stage"], "timeout")
+
+    def test_with_a_reconcile_hook_a_timeout_is_reconciled(self):
+        t = tool("slow")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        out = execute_once(self.conn, Operation(uid(), t, {"n": 2}), lambda o, a: time.sleep(2) or "late",
+                           timeout=0.2, reconcile=lambda o, b: Applied("found"), reconciler=self.rec)
+        self.assertEqual(out, "found")
+
+    def test_refuses_to_call_the_tool_when_the_lease_ends_before_the_timeout(self):
+        t = tool("slow")
+        self.admin_ledger.register_tool(t, "non_idempotent_write", lease="2 seconds")
+        op = Operation(uid(), t, {"n": 3})
+        called = []
+        with self.assertRaises(opledger_client.LeaseTooShort) as cm:
+            execute_once(self.conn, op, lambda o, a: called.append(a), timeout=5)
+        self.assertEqual(called, [])
+        self.assertIn("lease", str(cm.exception))
+        self.assertRegex(cm.exception.next_step, r"Operation\(lease=|register_tool\(lease")
+        self.assertIs(self.status(op.operation_id), OpStatus.RETRYABLE)  # nothing ran; the lease is given back
+        ok = execute_once(self.conn, Operation(uid(), t, {"n": 3}, lease="10 seconds"), lambda o, a: "ran", timeout=5)
+        self.assertEqual(ok, "ran")
+
+
+class DuplicatesPreventedTest(LedgerTestCase):
+    """duplicates_prevented counts only duplicates the agent sent, not the client's own re-ask."""
+
+    def prevented(self) -> int:
+        return self.admin.execute("SELECT duplicates_prevented FROM opledger.metrics").fetchone()[0]
+
+    def test_one_execute_once_with_an_inline_reconcile_and_no_retry_prevents_no_duplicate(self):
+        t = tool("refund")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        p = FakeProvider()
+        p.lose_next_ack = True
+        op = Operation(uid(), t, {"n": 1})
+        before = self.prevented()
+        out = execute_once(self.conn, op, p.call, reconcile=lambda o, b: Applied({"refund_id": "found"}),
+                           reconciler=self.rec)
+        self.assertEqual(out, {"refund_id": "found"})
+        self.assertEqual(self.prevented() - before, 0)
+        self.assertEqual(execute_once(self.conn, op, p.call), {"refund_id": "found"})  # the agent's own retry
+        self.assertEqual(self.prevented() - before, 1)
+
+    def test_a_hook_that_finds_the_call_failed_raises_operation_failed_without_a_second_begin(self):
+        t = tool("refund")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        seen = []
+        before = self.prevented()
+
+        def boom(o, a):
+            raise TimeoutError("read timed out")
+
+        with self.assertRaises(OperationFailed) as cm:
+            execute_once(self.conn, Operation(uid(), t, {"n": 2}), boom, reconciler=self.rec,
+                         reconcile=lambda o, b: Failed({"code": "card_declined"}),
+                         on_decision=lambda d: seen.append(d.decision))
+        self.assertEqual(cm.exception.error, {"code": "card_declined"})
+        self.assertEqual(seen, [Decision.EXECUTE, Decision.RECONCILE])
+        self.assertEqual(self.prevented() - before, 0)
+
+
+class DatabaseErrorTest(LedgerTestCase):
+    """Every database error says what happened and what to do."""
+
+    def test_a_bounds_error_carries_detail_and_hint(self):
+        with self.assertRaises(LedgerSqlError) as cm:
+            self.ledger.begin(Operation("x" * 1025, tool("x"), {}))
+        text = str(cm.exception)
+        self.assertEqual(cm.exception.sqlstate, "22023")
+        self.assertIn("operation_id is too long", text)
+        self.assertIn("DETAIL: It has 1025 bytes; the limit is 1024", text)
+        self.assertIn("HINT: Pass at most 1024 bytes", text)
+        self.assertIsInstance(cm.exception.__cause__, psycopg.errors.InvalidParameterValue)
+        with self.assertRaises(LedgerSqlError) as cm:
+            self.ledger.begin(Operation("", tool("x"), {}))
+        self.assertRegex(str(cm.exception), r"must not be empty[\s\S]*HINT: .*derive_operation_id")
+
+    def test_42501_names_the_function_and_the_role_it_needs(self):
+        if not self.roles:
+            self.skipTest("opledger.create_roles() is not in this extension version")
+        with self.assertRaises(opledger_client.PermissionDenied) as cm:
+            self.ledger.register_tool(tool("x"), "read_only")
+        e = cm.exception
+        self.assertEqual((e.sqlstate, e.required_role), ("42501", "opledger_admin"))
+        self.assertIn("permission denied for function register_tool", str(e))
+        self.assertIn("HINT: opledger.register_tool needs a role in opledger_admin", str(e))
+        self.assertIn("GRANT opledger_admin TO", e.next_step)
+        with self.assertRaises(opledger_client.PermissionDenied) as cm:
+            Ledger(self.rec).begin(Operation(uid(), tool("x"), {}))
+        self.assertEqual(cm.exception.required_role, "opledger_agent")
 
 
 if __name__ == "__main__":

@@ -125,8 +125,41 @@ export class ReconciliationRequiredError extends OpledgerError {
   }
 }
 
-/** Where the outcome was lost: the tool threw, its result is not JSON, or op_succeed failed. */
-export type UnknownStage = 'tool' | 'result' | 'report';
+/**
+ * Where the outcome was lost: the tool threw, it did not answer within `timeoutMs`, its
+ * result is not JSON, or op_succeed failed.
+ */
+export type UnknownStage = 'tool' | 'timeout' | 'result' | 'report';
+
+/**
+ * The tool did not answer within executeOnce's `timeoutMs` (the `cause` of the
+ * OutcomeUnknownError that follows: the provider may still be doing it).
+ */
+export class ToolTimeoutError extends OpledgerError {
+  constructor(readonly timeoutMs: number) {
+    super(`the tool did not answer within timeoutMs=${timeoutMs}`);
+    this.nextStep = 'treat the outcome as unknown: reconcile it with the provider';
+  }
+}
+
+/**
+ * executeOnce was given a `timeoutMs` that the attempt's lease does not outlast: the
+ * lease would end while the tool may still run, and another worker could then take the
+ * operation over. Raised before the tool is called; the attempt is recorded as a
+ * retryable failure (nothing ran).
+ */
+export class LeaseTooShortError extends OpledgerError {
+  constructor(readonly operationId: string, readonly timeoutMs: number, readonly leaseLeftMs: number,
+    readonly marginMs: number) {
+    const next = `give the attempt a lease longer than timeoutMs + ${marginMs} ms (op.lease, e.g. ` +
+      `'${Math.ceil((timeoutMs + marginMs) / 1000) + 1} seconds', or register_tool(lease => ...) as admin), ` +
+      'or lower timeoutMs';
+    super(`operation ${operationId}: the attempt's lease ends in ${Math.max(0, Math.round(leaseLeftMs))} ms, ` +
+      `before timeoutMs=${timeoutMs} (+ ${marginMs} ms to record the outcome) would end the tool call, so the tool ` +
+      `was not called (recorded as a retryable failure). Next: ${next}`);
+    this.nextStep = next;
+  }
+}
 
 /**
  * The tool was called and its outcome could not be observed: it threw, its result
@@ -141,7 +174,8 @@ export class OutcomeUnknownError extends OpledgerError {
     opts: { stage?: UnknownStage; recorded?: boolean; leaseExpiresAt?: Date | null } = {}) {
     const stage = opts.stage ?? 'tool';
     const recorded = opts.recorded ?? true;
-    const what = { tool: 'the tool threw', result: 'the tool returned a result that cannot be stored as JSON',
+    const what = { tool: 'the tool threw', timeout: 'the tool did not answer within timeoutMs',
+      result: 'the tool returned a result that cannot be stored as JSON',
       report: 'reporting its success to the ledger failed' }[stage];
     const where = recorded ? 'the ledger now holds it as unknown'
       : 'the ledger could not be told either; op_begin treats it as unknown once its lease expires ' +
@@ -184,20 +218,85 @@ export class WaitTimeoutError extends OpledgerError {
   }
 }
 
+/**
+ * 42501: this connection's role may not call the function (or read the table). The
+ * message names the shipped group role that may (`requiredRole`); the next step is to
+ * make the call as a login role in it.
+ */
+export class PermissionDeniedError extends LedgerSqlError {
+  /** The opledger object the call needed (function, table or view name), if known. */
+  readonly object: string | undefined;
+  /** The shipped group role that may use it, if it is one of opledger's. */
+  readonly requiredRole: string | undefined;
+  constructor(message: string, detail: string | undefined, object: string | undefined, cause?: unknown) {
+    const role = object !== undefined ? REQUIRED_ROLE[object] : undefined;
+    const what = object !== undefined ? `opledger.${object}` : 'this opledger function';
+    const hint = role
+      ? `${what} needs a role in ${role}, and this connection's role is not in it: make this call on a ` +
+        `connection that logs in as a member of ${role} (a superuser grants it once: GRANT ${role} TO ` +
+        'your_login_role; the group roles come from SELECT opledger.create_roles()). See docs/security.md, the ' +
+        'role matrix.'
+      : `this connection's role may not use ${what}: use a login role that was granted it (docs/security.md, ` +
+        'the role matrix).';
+    super(message, '42501', detail, hint, cause);
+    this.object = object;
+    this.requiredRole = role;
+  }
+}
+
+/**
+ * The shipped group role for each opledger function and table a client calls
+ * (control/install/46_ledger_roles.sql grants them; opledger_admin may use them all).
+ */
+export const REQUIRED_ROLE: Readonly<Record<string, string>> = {
+  op_begin: 'opledger_agent', op_succeed: 'opledger_agent', op_fail: 'opledger_agent',
+  op_mark_unknown: 'opledger_agent', notify_token: 'opledger_agent',
+  op_claim_reconciliation: 'opledger_reconciler', op_resolve: 'opledger_reconciler', op_sweep: 'opledger_reconciler',
+  op_approve: 'opledger_approver', op_reject: 'opledger_approver',
+  register_tool: 'opledger_admin', op_purge: 'opledger_admin', set_role_tenant: 'opledger_admin',
+  reset_rejected_reuses: 'opledger_admin',
+  metrics_since: 'opledger_dashboard', metrics: 'opledger_dashboard', tool_stats: 'opledger_dashboard',
+  metrics_hourly: 'opledger_dashboard', rejected_reuses: 'opledger_dashboard',
+  operations: 'opledger_reconciler', events: 'opledger_reconciler', unknown_operations: 'opledger_reconciler',
+};
+
 const BY_SQLSTATE: Record<string, typeof LedgerSqlError> = {
   OL001: ArgumentMismatchError,
   OL002: InvalidTransitionError,
   OL003: UnregisteredToolError,
 };
 
-/** Maps a `pg` DatabaseError with an opledger SQLSTATE to its typed class; others pass through. */
-export function mapDatabaseError(err: unknown): unknown {
-  const e = err as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown };
-  if (e && typeof e.code === 'string' && e.code in BY_SQLSTATE) {
-    const Cls = BY_SQLSTATE[e.code];
-    return new Cls(String(e.message), e.code,
-      typeof e.detail === 'string' ? e.detail : undefined,
-      typeof e.hint === 'string' ? e.hint : undefined, err);
+const isSqlstate = (code: unknown): code is string => typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/**
+ * Maps an error the database raised (a `pg` DatabaseError: it has a SQLSTATE) with an
+ * opledger SQLSTATE (OL001..OL003) to its typed class, and 42501 to
+ * PermissionDeniedError (naming the role the call needs; `fn` is the opledger function
+ * that was called, when the caller knows it). Other errors pass through unchanged.
+ */
+export function mapDatabaseError(err: unknown, fn?: string): unknown {
+  if (err instanceof LedgerSqlError) return err;
+  const e = err as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown; severity?: unknown } | null;
+  if (!e || !isSqlstate(e.code) || typeof e.severity !== 'string') return err;
+  const message = String(e.message);
+  if (e.code === '42501') {
+    const named = /permission denied for (?:function|table|view|relation) (\w+)/.exec(message)?.[1];
+    return new PermissionDeniedError(message, str(e.detail), named ?? fn, err);
   }
-  return err;
+  const Cls = BY_SQLSTATE[e.code];
+  return Cls ? new Cls(message, e.code, str(e.detail), str(e.hint), err) : err;
+}
+
+/**
+ * mapDatabaseError, and every other error the database raised becomes a LedgerSqlError
+ * too, so its message carries the DETAIL and HINT (what happened, what to do) that a
+ * `pg` DatabaseError's message leaves out. The Ledger's calls raise these.
+ */
+export function databaseErrorWithHint(err: unknown, fn?: string): unknown {
+  const mapped = mapDatabaseError(err, fn);
+  if (mapped !== err) return mapped;
+  const e = err as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown; severity?: unknown } | null;
+  if (!e || !isSqlstate(e.code) || typeof e.severity !== 'string') return err;
+  return new LedgerSqlError(String(e.message), e.code, str(e.detail), str(e.hint), err);
 }

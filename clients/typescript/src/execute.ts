@@ -1,11 +1,12 @@
 // executeOnce: the loop every agent framework needs around a side-effecting tool.
 
 import {
-  InvalidTransitionError, NeedsApprovalError, OperationFailedError, OutcomeUnknownError,
-  ReconciliationRequiredError, WaitTimeoutError, type UnknownStage,
+  InvalidTransitionError, LeaseTooShortError, NeedsApprovalError, OperationFailedError, OutcomeUnknownError,
+  ReconciliationRequiredError, ToolTimeoutError, WaitTimeoutError, type UnknownStage,
 } from './errors.js';
 import { toJsonText } from './json.js';
 import { Ledger, type Queryable } from './ledger.js';
+import type { NoticeHandler } from './notices.js';
 import type {
   BeginResult, ErrorClass, JsonValue, Operation, OperationRow, ReconcileOutcome, Reconciled,
 } from './types.js';
@@ -17,6 +18,8 @@ export interface ToolCallContext<A = JsonValue> {
   attempt: number;
   /** The operation's arguments, typed as given in `op.args`. */
   args: A;
+  /** Aborted when `timeoutMs` has passed (pass it to fetch or the provider's SDK). */
+  signal: AbortSignal;
 }
 
 export interface ReconcileContext<A = JsonValue> {
@@ -30,6 +33,12 @@ export interface ReconcileContext<A = JsonValue> {
 
 /** The defaults of executeOnce, documented in docs/clients.md. */
 export const EXECUTE_DEFAULTS = { maxWaitMs: 60_000, minSleepMs: 50, maxSleepMs: 5_000 } as const;
+
+/**
+ * With `timeoutMs`, the attempt's lease must outlast the timeout by this much: the
+ * time to record the unknown outcome (op_mark_unknown) before the lease ends.
+ */
+export const LEASE_MARGIN_MS = 1_000;
 
 export interface ExecuteOptions<T = JsonValue, A = JsonValue> {
   /**
@@ -49,6 +58,15 @@ export interface ExecuteOptions<T = JsonValue, A = JsonValue> {
   classifyError?: (err: unknown) => ErrorClass;
   /** The provider's own reference for a successful result (stored as provider_ref). */
   providerRefOf?: (result: T) => string | undefined;
+  /**
+   * Longest time callTool may run, in ms (default: no limit). Past it, the attempt's
+   * outcome is unknown (the provider may still do it): op_mark_unknown records it, and
+   * the call ends like any unknown outcome (OutcomeUnknownError with stage 'timeout', or
+   * the reconcile hook asks the provider). `ctx.signal` aborts at that moment; a result
+   * that comes later is ignored. The attempt's lease must end at least LEASE_MARGIN_MS
+   * after the timeout would, or executeOnce refuses to call the tool (LeaseTooShortError).
+   */
+  timeoutMs?: number;
   /** Longest total time to wait for in_progress / retry_later. Default 60 s. */
   maxWaitMs?: number;
   /** Shortest and longest single sleep while waiting. Defaults 50 ms and 5 s. */
@@ -56,6 +74,11 @@ export interface ExecuteOptions<T = JsonValue, A = JsonValue> {
   maxSleepMs?: number;
   /** Observes every decision (logging, metrics). */
   onDecision?: (d: BeginResult) => void;
+  /**
+   * Receives the database's NOTICEs and WARNINGs during the ledger calls (e.g. "the
+   * tool of this call is not registered"). Default: the Ledger's (console.warn).
+   */
+  onNotice?: NoticeHandler;
   /** Injected for tests. */
   sleep?: (ms: number) => Promise<void>;
 }
@@ -72,8 +95,9 @@ const serializeError = (err: unknown, stage?: UnknownStage): JsonValue => {
   return out;
 };
 
-function ledgerOf(db: Queryable | Ledger): Ledger {
-  return db instanceof Ledger ? db : new Ledger(db);
+function ledgerOf(db: Queryable | Ledger, onNotice?: NoticeHandler): Ledger {
+  if (db instanceof Ledger) return onNotice ? new Ledger(db.db, { onNotice }) : db;
+  return new Ledger(db, { onNotice });
 }
 
 function resolveArgs(found: ReconcileOutcome, resolver: string | undefined) {
@@ -86,6 +110,37 @@ function resolveArgs(found: ReconcileOutcome, resolver: string | undefined) {
 
 const isPermissionDenied = (err: unknown) => (err as { code?: unknown } | null)?.code === '42501';
 
+/** The decision `failed` for a row op_resolve has just finally failed. */
+const failedFrom = (row: OperationRow): BeginResult => ({
+  decision: 'failed', operationId: row.operationId, status: row.status, attempt: row.attempt, result: row.result,
+  error: row.error, providerRef: row.providerRef, retryAfter: null, finishedAt: null, purged: false,
+});
+
+/**
+ * Calls the tool, at most `timeoutMs` long: past it, rejects with ToolTimeoutError and
+ * aborts the signal the tool was given.
+ */
+async function callWithTimeout<T, A>(callTool: (ctx: ToolCallContext<A>) => Promise<T>,
+  ctx: Omit<ToolCallContext<A>, 'signal'>, timeoutMs: number | undefined): Promise<T> {
+  const controller = new AbortController();
+  const call = callTool({ ...ctx, signal: controller.signal });
+  if (timeoutMs === undefined) return call;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new ToolTimeoutError(timeoutMs);
+      controller.abort(err);
+      reject(err);
+    }, timeoutMs);
+  });
+  call.catch(() => {}); // a rejection after the timeout has no one to tell
+  try {
+    return await Promise.race([call, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Runs `callTool` at most once per operation ID, however often it is called, by any
  * number of workers: it asks op_begin, and
@@ -95,7 +150,8 @@ const isPermissionDenied = (err: unknown) => (err as { code?: unknown } | null)?
  *  - replay: returns the stored result without calling the tool;
  *  - in_progress, retry_later: waits until retry_after, at most maxWaitMs in all, then
  *    throws WaitTimeoutError (with retry_after and the lease owner);
- *  - reconcile: runs the reconcile hook and op_resolve (on `reconciler`), asks again;
+ *  - reconcile: runs the reconcile hook and op_resolve (on `reconciler`); applied returns
+ *    the result op_resolve recorded, failed throws OperationFailedError, not_applied asks again;
  *  - needs_approval, failed: throws NeedsApprovalError / OperationFailedError.
  * Returns the tool's result (or the stored one). Pass a pg.Pool (each call commits
  * on its own), not a client inside an open transaction.
@@ -106,13 +162,17 @@ export async function executeOnce<T = JsonValue, A = JsonValue>(
   callTool: (ctx: ToolCallContext<A>) => Promise<T>,
   options: ExecuteOptions<T, A> = {},
 ): Promise<T> {
-  const ledger = ledgerOf(db);
-  const resolverLedger = options.reconciler ? ledgerOf(options.reconciler) : ledger;
+  const ledger = ledgerOf(db, options.onNotice);
+  const resolverLedger = options.reconciler ? ledgerOf(options.reconciler, options.onNotice) : ledger;
   const sleep = options.sleep ?? defaultSleep;
   const maxWaitMs = options.maxWaitMs ?? EXECUTE_DEFAULTS.maxWaitMs;
   const minSleep = options.minSleepMs ?? EXECUTE_DEFAULTS.minSleepMs;
   const maxSleep = options.maxSleepMs ?? EXECUTE_DEFAULTS.maxSleepMs;
   const classify = options.classifyError ?? (() => 'unknown' as const);
+  const timeoutMs = options.timeoutMs;
+  if (timeoutMs !== undefined && !(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new RangeError(`timeoutMs must be a positive number of milliseconds, not ${String(timeoutMs)}`);
+  }
   let waited = 0;
   let reconciledUndecided = 0;
 
@@ -170,8 +230,9 @@ export async function executeOnce<T = JsonValue, A = JsonValue>(
           throw new ReconciliationRequiredError(d, undefined,
             `the reconcile hook could not tell within maxWaitMs=${maxWaitMs}`);
         }
+        let resolved: OperationRow;
         try {
-          await resolverLedger.resolve(op.operationId, found.outcome, resolveArgs(found, op.worker));
+          resolved = await resolverLedger.resolve(op.operationId, found.outcome, resolveArgs(found, op.worker));
         } catch (err) {
           if (isPermissionDenied(err)) {
             throw new ReconciliationRequiredError(d, err, "this connection's role may not call op_resolve: pass " +
@@ -179,23 +240,42 @@ export async function executeOnce<T = JsonValue, A = JsonValue>(
           }
           // Another reconciler resolved it first: the next op_begin tells us how.
           if (!(err instanceof InvalidTransitionError)) throw err;
+          continue;
         }
+        // The row op_resolve returned answers the call: asking op_begin again would count
+        // this call's own second look as a duplicate the ledger prevented. Only
+        // not_applied (retryable: the tool may run again after its backoff) asks again.
+        if (resolved.status === 'succeeded') return resolved.result as T;
+        if (resolved.status === 'failed') throw new OperationFailedError(failedFrom(resolved));
         continue;
       }
 
       case 'execute': {
+        if (timeoutMs !== undefined && d.leaseExpiresAt) {
+          // The lease must outlast the tool call: else it ends while the tool may still
+          // run, and another worker takes the operation over. Nothing ran yet.
+          const leaseLeftMs = d.leaseExpiresAt.getTime() - Date.now();
+          if (leaseLeftMs < timeoutMs + LEASE_MARGIN_MS) {
+            const err = new LeaseTooShortError(op.operationId, timeoutMs, leaseLeftMs, LEASE_MARGIN_MS);
+            await ledger.fail(op.operationId, serializeError(err), true, { attempt: d.attempt });
+            throw err;
+          }
+        }
         // From here on the provider may act: no outcome may be lost.
         let result: T;
         try {
-          result = await callTool({ operationId: op.operationId, attempt: d.attempt, args: op.args });
+          result = await callWithTimeout(callTool, { operationId: op.operationId, attempt: d.attempt, args: op.args },
+            timeoutMs);
         } catch (err) {
+          const timedOut = err instanceof ToolTimeoutError;
           let cls: ErrorClass;
-          try { cls = classify(err); } catch { cls = 'unknown'; }
+          try { cls = timedOut ? 'unknown' : classify(err); } catch { cls = 'unknown'; }
           if (cls === 'unknown') {
-            const recorded = await reportUnknown(d.attempt, err, 'tool');
+            const stage: UnknownStage = timedOut ? 'timeout' : 'tool';
+            const recorded = await reportUnknown(d.attempt, err, stage);
             if (options.reconcile && recorded) continue;
             throw new OutcomeUnknownError(op.operationId, d.attempt, err,
-              { recorded, leaseExpiresAt: d.leaseExpiresAt });
+              { stage, recorded, leaseExpiresAt: d.leaseExpiresAt });
           }
           await ledger.fail(op.operationId, serializeError(err), cls === 'retryable', { attempt: d.attempt });
           continue; // retryable: op_begin answers retry_later/execute; failed: it answers failed

@@ -2,8 +2,9 @@
 // call; it runs in whatever transaction the given connection is in (a pg.Pool runs
 // each call in its own). Errors with an opledger SQLSTATE become typed errors.
 
-import { mapDatabaseError } from './errors.js';
+import { databaseErrorWithHint } from './errors.js';
 import { assertArgsObject, toJsonText } from './json.js';
+import { queryReportingNotices, warnNotice, type LedgerNotice, type NoticeHandler } from './notices.js';
 import {
   DECISIONS, GUARANTEES, TOOL_EFFECTS, type BeginResult, type JsonValue, type OperationRow, type Operation,
   type OpStatus, type ToolEffect,
@@ -29,6 +30,9 @@ export interface ReportOptions {
   attempt?: number;
   providerRef?: string;
 }
+
+/** The opledger function a statement calls (for notices and errors). */
+const sqlFunctionOf = (text: string) => /opledger\.(\w+)/.exec(text)?.[1] ?? 'query';
 
 const json = (v: unknown, what = 'the value'): string | null =>
   (v === undefined || v === null ? null : toJsonText(v, what) ?? null);
@@ -74,14 +78,26 @@ export function parseOperationRow(row: Record<string, any>): OperationRow {
   };
 }
 
-export class Ledger {
-  constructor(readonly db: Queryable) {}
+export interface LedgerOptions {
+  /**
+   * Receives each NOTICE or WARNING the database sends during a Ledger call (such as
+   * "the tool of this call is not registered"). Default: console.warn of its text.
+   */
+  onNotice?: (notice: LedgerNotice) => void;
+}
 
-  private async q(text: string, values: unknown[]): Promise<Record<string, any>[]> {
+export class Ledger {
+  readonly onNotice: NoticeHandler;
+  constructor(readonly db: Queryable, options: LedgerOptions = {}) {
+    this.onNotice = options.onNotice ?? warnNotice;
+  }
+
+  private async q(text: string, values: unknown[], call: LedgerNotice['call'] = { fn: sqlFunctionOf(text) }):
+    Promise<Record<string, any>[]> {
     try {
-      return (await this.db.query(text, values)).rows;
+      return await queryReportingNotices(this.db, text, values, call, this.onNotice);
     } catch (err) {
-      throw mapDatabaseError(err);
+      throw databaseErrorWithHint(err, call.fn);
     }
   }
 
@@ -122,7 +138,8 @@ export class Ledger {
     assertArgsObject(op.args);
     const rows = await this.q(
       'SELECT * FROM opledger.op_begin($1, $2, $3::jsonb, $4, $5, $6::interval)',
-      [op.operationId, op.tool, json(op.args, 'args'), op.conversationId ?? null, op.worker ?? null, op.lease ?? null]);
+      [op.operationId, op.tool, json(op.args, 'args'), op.conversationId ?? null, op.worker ?? null, op.lease ?? null],
+      { fn: 'op_begin', tool: op.tool, operationId: op.operationId });
     return parseBeginRow(rows[0]);
   }
 

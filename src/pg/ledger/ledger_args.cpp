@@ -32,10 +32,25 @@ namespace opledger::pg::ledger {
 
 void require_not_null(FunctionCallInfo fcinfo, int argno, const char* function, const char* name) {
     if (PG_ARGISNULL(argno))
-        throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(function) + ": " + name + " must not be null");
+        throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(function) + ": " + name + " must not be null", "",
+                       std::string("Pass a value for ") + name + " (docs/sql-reference.md describes each argument of " +
+                           function + ").");
 }
 
 namespace {
+
+// What a name argument should be, for the HINT of an empty or overlong one: the
+// next step, in words that name no value of the call.
+std::string what_to_pass(const std::string& name) {
+    if (name == "operation_id")
+        return "The operation ID names the intent: derive it from the conversation and the plan step "
+               "(opledger.derive_operation_id(namespace, parts) gives a UUID) and pass the same ID on every attempt.";
+    if (name == "tool") return "Pass the tool's name as registered with opledger.register_tool.";
+    if (name == "outcome") return "Pass 'applied', 'not_applied' or 'failed'.";
+    if (name == "worker" || name == "approver" || name == "resolver")
+        return "Pass a short name of the process or person (it is shown in the audit trail).";
+    return "docs/sql-reference.md gives the bound of each argument.";
+}
 
 // The length check reads the (possibly compressed) value's size first, so an
 // oversized argument is refused without being copied.
@@ -43,7 +58,8 @@ void check_length(Datum value, const char* function, const char* name, std::size
     const std::size_t raw = toast_raw_datum_size(value) - VARHDRSZ;
     if (raw <= max_bytes) return;
     invalid_parameter(std::string(function) + ": " + name + " is too long",
-                      "It has " + std::to_string(raw) + " bytes; the limit is " + std::to_string(max_bytes) + ".");
+                      "It has " + std::to_string(raw) + " bytes; the limit is " + std::to_string(max_bytes) + ".",
+                      "Pass at most " + std::to_string(max_bytes) + " bytes. " + what_to_pass(name));
 }
 
 }  // namespace
@@ -53,7 +69,8 @@ std::string name_arg(FunctionCallInfo fcinfo, int argno, const char* function, c
     require_not_null(fcinfo, argno, function, name);
     check_length(PG_GETARG_DATUM(argno), function, name, max_bytes);
     const std::string value = text_to_string(PG_GETARG_DATUM(argno));
-    if (value.empty()) invalid_parameter(std::string(function) + ": " + name + " must not be empty");
+    if (value.empty())
+        invalid_parameter(std::string(function) + ": " + name + " must not be empty", "", what_to_pass(name));
     return value;
 }
 

@@ -4,7 +4,7 @@
 -- 0.3.0 (docs/security.md). Each part below names what it changes.
 \echo Use "ALTER EXTENSION opledger UPDATE TO '0.4.0'" to load this file. \quit
 
--- Login identity (issue 20 items 1 and 2): the tenant is bound to the session's login,
+-- Login identity: the tenant is bound to the session's login,
 -- which SET ROLE does not change, and separation of duties compares the login as well
 -- as the role. Events and operations record the login beside the role; rows written
 -- before this version have NULL there. New nullable columns without a default: no
@@ -109,7 +109,7 @@ BEGIN
         opledger.metrics_hourly TO opledger_admin;
 END
 $$;
--- Views as security barriers (issue 20 item 3): every view filters by tenant with its owner's
+-- Views as security barriers: every view filters by tenant with its owner's
 -- rights, so a caller's cheap function in WHERE must not run on rows before that filter
 -- (docs/security.md, "Views"). A later CREATE OR REPLACE VIEW of one of these must say
 -- WITH (security_barrier = true) again: it replaces the view's options.
@@ -119,7 +119,7 @@ ALTER VIEW opledger.tool_stats SET (security_barrier = true);
 ALTER VIEW opledger.metrics_hourly SET (security_barrier = true);
 ALTER VIEW opledger.rejected_reuses SET (security_barrier = true);
 
--- The fingerprint key made at CREATE EXTENSION (issue 20 item 5): no call writes
+-- The fingerprint key made at CREATE EXTENSION: no call writes
 -- opledger.hmac_key any more, so an agent's open or prepared transaction can't hold
 -- it. create_hmac_key() is the one place that makes it; a database that has no key
 -- yet (0.3.0 made it on first need) gets it now, and register_tool no longer makes it.
@@ -219,7 +219,7 @@ END
 $$;
 COMMENT ON FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]) IS
     'Registers or updates a tool: effect class, retry policy, JSON Pointers left out of the fingerprint (hash_exclude) and never stored (redact)';
--- Result oracle (issue 20 item 6): opledger.rejected_reuses gains a column kind
+-- Result oracle: opledger.rejected_reuses gains a column kind
 -- ('reuse': OL001; 'result_mismatch': a success report whose result differs from a
 -- redacted stored one). The function's row type changes, so the view and the function
 -- are recreated without the privileges granted on them: opledger.create_roles(), run
@@ -255,7 +255,7 @@ COMMENT ON VIEW opledger.rejected_reuses IS
     'Rejected reuses (OL001, kind reuse) of operation IDs and success reports that differ from a redacted stored result (kind result_mismatch) since the server started, per tenant, tool, operation ID and kind (tool and operation_id NULL: entries evicted when the table was full): a high count on one ID is a caller guessing a redacted value. Empty unless opledger is in shared_preload_libraries';
 REVOKE ALL ON FUNCTION opledger._rejected_reuses() FROM PUBLIC;
 REVOKE ALL ON opledger.rejected_reuses FROM PUBLIC;
--- Housekeeping per tenant and its bounds (issue 20 items 4 and 9): op_sweep and
+-- Housekeeping per tenant and its bounds: op_sweep and
 -- op_claim_reconciliation (C) touch only the caller's tenant and lock only what they
 -- change; op_purge does the same; op_sweep folds the hours older than
 -- opledger.counters_retention into each tool's all-time row, found by a new index.

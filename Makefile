@@ -5,7 +5,7 @@
 #                        and TAP tests (tests/t/, must run as a non-root user)
 # The C++ core alone (unit tests, fuzzers, benchmarks) is built by CMakeLists.txt.
 
-EXTVERSION = 0.4.0
+EXTVERSION = 0.5.0
 MODULE_big = opledger
 MODULEDIR = extension
 

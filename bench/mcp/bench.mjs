@@ -9,9 +9,12 @@
 //             idle waits for the commits in between, as in a gateway)
 //   fresh     SDK client -> opledger-mcp -> server, a new write each call (op_begin, call, op_succeed)
 //   replay    SDK client -> opledger-mcp, the same write again (op_begin answers replay; the server is not called)
+//   fresh_base, replay_base   the same through another build of the gateway (--base-gateway DIR: a
+//             clients/mcp folder of another revision, built), against the same database, to compare
+//             two gateways' code in one run
 // Sides take turns in small batches (so load changes hit them alike).
 //
-//   node bench/mcp/bench.mjs [--calls 1000] [--batch 50]
+//   node bench/mcp/bench.mjs [--calls 1000] [--batch 50] [--base-gateway DIR]
 // Needs clients/mcp built (npm ci && npx tsc -p .) and a database with the extension
 // available (PG* variables; it creates the extension if missing).
 import { randomUUID } from 'node:crypto';
@@ -20,7 +23,9 @@ import os from 'node:os';
 import { sdk, MCP, ROOT } from './sdk.mjs';
 
 const argv = process.argv.slice(2);
-const opt = (name, d) => { const i = argv.indexOf(name); return i >= 0 ? Number(argv[i + 1]) : d; };
+const optText = (name) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : undefined; };
+const opt = (name, d) => { const t = optText(name); return t === undefined ? d : Number(t); };
+const BASE_GATEWAY = optText('--base-gateway');
 const CALLS = opt('--calls', 1000);
 const BATCH = opt('--batch', 50);
 const here = path.join(ROOT, 'bench/mcp');
@@ -51,10 +56,16 @@ const hop = await connect('node', [path.join(here, 'bare-proxy.mjs'), '--', ...S
 const gw = await connect('node', [path.join(MCP, 'dist/src/main.js'), '--config', cfgFile, '--', ...SERVER],
   { ...process.env, OPLEDGER_MCP_LOG_LEVEL: process.env.OPLEDGER_MCP_LOG_LEVEL ?? 'info' });
 
+const base = BASE_GATEWAY
+  ? await connect('node', [path.join(path.resolve(BASE_GATEWAY), 'dist/src/main.js'), '--config', cfgFile, '--', ...SERVER],
+    { ...process.env, OPLEDGER_MCP_LOG_LEVEL: process.env.OPLEDGER_MCP_LOG_LEVEL ?? 'info' })
+  : undefined;
+
 const run = `${process.pid}-${Date.now()}`;
 let seq = 0;
 const replayArgs = { n: -1, text: `replay-${run}` };
 await gw.callTool({ name: 'write', arguments: replayArgs });
+if (base) await base.callTool({ name: 'write', arguments: replayArgs });
 const replayId = randomUUID();
 await ledger.begin({ operationId: replayId, tool: 'bench.ledger', args: { r: 1 } });
 await ledger.succeed(replayId, { ok: true });
@@ -77,6 +88,10 @@ const sides = {
   },
   fresh: () => gw.callTool({ name: 'write', arguments: { n: ++seq, text: run } }),
   replay: () => gw.callTool({ name: 'write', arguments: replayArgs }),
+  ...(base ? {
+    fresh_base: () => base.callTool({ name: 'write', arguments: { n: ++seq, text: run } }),
+    replay_base: () => base.callTool({ name: 'write', arguments: replayArgs }),
+  } : {}),
 };
 const times = Object.fromEntries(Object.keys(sides).map((k) => [k, []]));
 
@@ -113,6 +128,11 @@ console.log(`  beyond serial (hop then ledger, no gateway), p50: ${f(p50.fresh -
 console.log(`replay: gateway adds over direct, p50:            ${f(replayAdded)} ms  (p99 ${f(p99.replay - p99.direct)})`);
 console.log(`  beyond hop + one round trip (ledger1), p50:     ${f(replayAdded - hopCost - p50.ledger1)} ms`);
 console.log(`ratio fresh/direct p50: ${(p50.fresh / p50.direct).toFixed(2)}, replay/direct p50: ${(p50.replay / p50.direct).toFixed(2)}`);
-await Promise.all([direct.close(), hop.close(), gw.close()]);
+if (base) {
+  console.log(`this gateway against the base gateway (${BASE_GATEWAY}), same run:`);
+  console.log(`  fresh  p50 ${f(p50.fresh)} vs ${f(p50.fresh_base)} ms: ratio ${(p50.fresh / p50.fresh_base).toFixed(3)}, difference ${f(p50.fresh - p50.fresh_base)} ms`);
+  console.log(`  replay p50 ${f(p50.replay)} vs ${f(p50.replay_base)} ms: ratio ${(p50.replay / p50.replay_base).toFixed(3)}, difference ${f(p50.replay - p50.replay_base)} ms`);
+}
+await Promise.all([direct.close(), hop.close(), gw.close(), ...(base ? [base.close()] : [])]);
 await pool.end();
 (await import('node:fs')).rmSync(cfgFile, { force: true });

@@ -6,6 +6,14 @@
 #
 #   bash bench/pgbench/compare.sh BASE_REV            the installed build against git revision BASE_REV
 #   ITER=4 ROUNDS=2 DURATION=8 bash bench/pgbench/compare.sh f5e8226
+#   HEAD_TO_HEAD=ol_fresh.sql:8 ROUNDS=10 bash bench/pgbench/compare.sh f5e8226
+#
+# HEAD_TO_HEAD=SCRIPT:CLIENTS measures one workload only, both builds in alternation
+# round by round (SCRIPT on each build, then its plain_ counterpart on each, the order
+# turning every round), and prints each build's throughput and the ratio
+# installed/base for the opledger script and for the plain one. The plain ratio is the
+# control: the two clusters run the same plain SQL, so it shows how far the machine's
+# noise alone moves a ratio.
 #
 # The installed build is the one `bash scripts/build.sh` put into the system's
 # PostgreSQL; BASE_REV is built into a private copy of the installation
@@ -44,6 +52,46 @@ read -r new_host new_port < <(start new "$system_bindir")
 read -r base_host base_port < <(start base "$base_bindir")
 new_label="installed ($(git describe --always --dirty 2>/dev/null || echo HEAD))"
 base_label="base ($base_rev)"
+
+if [ -n "${HEAD_TO_HEAD:-}" ]; then
+    script=${HEAD_TO_HEAD%%:*} clients=${HEAD_TO_HEAD##*:} plain=plain_${HEAD_TO_HEAD#ol_}
+    plain=${plain%%:*}
+    [ -f "bench/pgbench/$script" ] && [ -f "bench/pgbench/$plain" ] \
+        || { echo "HEAD_TO_HEAD: bench/pgbench/$script or bench/pgbench/$plain is missing" >&2; exit 2; }
+    side_env() {  # side_env installed|base: the bindir, host and port of that build's cluster
+        if [ "$1" = installed ]; then echo "$system_bindir $new_host $new_port"; else echo "$base_bindir $base_host $base_port"; fi
+    }
+    for side in installed base; do
+        read -r bin host port < <(side_env $side)
+        PGHOST=$host PGPORT=$port PGUSER=postgres "$bin/createdb" opledger_h2h
+        (cd bench/pgbench && PGHOST=$host PGPORT=$port PGUSER=postgres "$bin/psql" -X -q -v ON_ERROR_STOP=1 -d opledger_h2h -f setup.sql >/dev/null)
+    done
+    one() {  # one <side> <script>: tps of an 8 s (DURATION) run, right after a checkpoint
+        read -r bin host port < <(side_env "$1")
+        export PGHOST=$host PGPORT=$port PGUSER=postgres
+        "$bin/psql" -X -q -d opledger_h2h -c CHECKPOINT
+        (cd bench/pgbench && "$bin/pgbench" -n -M prepared -c "$clients" -j "$(( clients < 2 ? 1 : 2 ))" -T "$DURATION" -f "$2" opledger_h2h 2>&1) |
+            awk '/^tps = / {print $3}'
+    }
+    echo "# head to head: $script and $plain at $clients clients, $ROUNDS rounds of ${DURATION}s, $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "round  $new_label $script / $base_label $script  |  plain installed / plain base  (tps; load average)"
+    runs=("installed $script" "base $script" "installed $plain" "base $plain")
+    for r in $(seq "$ROUNDS"); do
+        declare -A t=()
+        for k in 0 1 2 3; do
+            entry=${runs[$(( (k + r) % 4 ))]}
+            t[$entry]=$(one $entry)
+        done
+        printf '%3d    %8s / %8s = %s   |  %8s / %8s = %s   (%s)\n' "$r" \
+            "${t[installed $script]}" "${t[base $script]}" "$(awk -v a="${t[installed $script]}" -v b="${t[base $script]}" 'BEGIN{printf "%.3f", a/b}')" \
+            "${t[installed $plain]}" "${t[base $plain]}" "$(awk -v a="${t[installed $plain]}" -v b="${t[base $plain]}" 'BEGIN{printf "%.3f", a/b}')" \
+            "$(cut -d' ' -f1 /proc/loadavg)"
+        unset t
+    done | tee "$work/h2h.txt"
+    awk '{ split($0, a, "="); o += a[2] + 0; split(a[3], b, " "); p += b[1] + 0; n++ }
+         END { printf "mean ratio installed/base: %s %.3f, plain (control) %.3f, over %d rounds\n", "opledger", o / n, p / n, n }' "$work/h2h.txt"
+    exit 0
+fi
 
 run_one() {  # run_one installed|base
     if [ "$1" = installed ]; then

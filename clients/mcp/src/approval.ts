@@ -14,7 +14,7 @@ export const APPROVAL_MAX_CHARS = 80;
 /** The whole question is at most this many characters, or it is not asked. */
 export const APPROVAL_MAX_MESSAGE = 4000;
 
-import { underPointer } from './redact.js';
+import { matchesPattern } from './json.js';
 
 const KEEP = 36;
 
@@ -35,7 +35,7 @@ export function argumentLines(args: unknown, redact: string[]): string[] {
   const lines: string[] = [];
   const walk = (v: unknown, ptr: string, toks: string[]) => {
     if (lines.length > APPROVAL_MAX_VALUES) return;
-    if (toks.length > 0 && underPointer(toks, redact)) { lines.push(`${shown(ptr)} = [REDACTED]`); return; }
+    if (toks.length > 0 && matchesPattern(toks, redact)) { lines.push(`${shown(ptr)} = [REDACTED]`); return; }
     if (Array.isArray(v) && v.length > 0) { v.forEach((x, i) => walk(x, `${ptr}/${i}`, [...toks, String(i)])); return; }
     if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0) {
       for (const [k, x] of Object.entries(v)) walk(x, `${ptr}/${token(k)}`, [...toks, k]);

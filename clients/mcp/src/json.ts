@@ -80,10 +80,20 @@ function getTokens(doc: unknown, toks: string[]): unknown {
 
 const INDEX = /^(0|[1-9][0-9]*)$/;
 
-/** The containers a pattern's tokens lead to (every match of each "*"). */
-function parentsOf(doc: unknown, toks: Token[]): unknown[] {
+/** A member of an object or an element of an array: where a pointer's last token lands. */
+export type Place = [Record<string, unknown> | unknown[], string | number];
+
+/**
+ * Every place a pattern names in `doc`, as [parent, key]; a "*" token stands for every
+ * member or element of its level. The empty pointer (the whole document) has no parent:
+ * no places. The one matcher for the gateway's pointer lists (hashExclude, redact,
+ * redactResult), so the derived ID, the stored arguments and the stored result agree.
+ */
+export function placesOf(doc: unknown, pattern: string): Place[] {
+  const toks = parsePattern(pattern);
+  if (toks.length === 0) return [];
   let level: unknown[] = [doc];
-  for (const tok of toks) {
+  for (const tok of toks.slice(0, -1)) {
     const next: unknown[] = [];
     for (const cur of level) {
       if (Array.isArray(cur)) {
@@ -96,7 +106,28 @@ function parentsOf(doc: unknown, toks: Token[]): unknown[] {
     }
     level = next;
   }
-  return level;
+  const last = toks[toks.length - 1];
+  const out: Place[] = [];
+  for (const cur of level) {
+    if (Array.isArray(cur)) {
+      if (last === WILDCARD) cur.forEach((_x, i) => out.push([cur, i]));
+      else if (INDEX.test(last) && Number(last) < cur.length) out.push([cur, Number(last)]);
+    } else if (cur && typeof cur === 'object') {
+      const o = cur as Record<string, unknown>;
+      if (last === WILDCARD) for (const k of Object.keys(o)) out.push([o, k]);
+      else if (Object.prototype.hasOwnProperty.call(o, last)) out.push([o, last]);
+    }
+  }
+  return out;
+}
+
+/** Does a concrete pointer's token list fall under one of the patterns ("*" matches any one token)? */
+export function matchesPattern(tokens: string[], patterns: string[]): boolean {
+  return patterns.some((p) => {
+    let pt: Token[];
+    try { pt = parsePattern(p); } catch { return false; }
+    return pt.length === tokens.length && pt.every((t, i) => t === WILDCARD || t === tokens[i]);
+  });
 }
 
 /**
@@ -105,19 +136,13 @@ function parentsOf(doc: unknown, toks: Token[]): unknown[] {
  */
 export function withoutPointers(doc: unknown, pointers: string[]): unknown {
   if (pointers.length === 0) return doc;
+  if (pointers.includes('')) return null;
   const copy = structuredClone(doc);
   for (const p of pointers) {
-    const toks = parsePattern(p);
-    if (toks.length === 0) return null;
-    const last = toks[toks.length - 1];
-    for (const parent of parentsOf(copy, toks.slice(0, -1))) {
-      if (Array.isArray(parent)) {
-        if (last === WILDCARD) parent.fill(null);
-        else if (INDEX.test(last) && Number(last) < parent.length) parent[Number(last)] = null;
-      } else if (parent && typeof parent === 'object') {
-        if (last === WILDCARD) for (const k of Object.keys(parent)) delete (parent as Record<string, unknown>)[k];
-        else delete (parent as Record<string, unknown>)[last];
-      }
+    // Arrays keep their length (an element becomes null); members are removed.
+    for (const [parent, key] of placesOf(copy, p)) {
+      if (Array.isArray(parent)) parent[key as number] = null;
+      else delete parent[key as string];
     }
   }
   return copy;

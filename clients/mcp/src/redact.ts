@@ -12,7 +12,7 @@
 // JSON text a tool with an outputSchema puts next to its structuredContent is covered too.
 // `redactResult: all` stores no part of the result.
 
-import { parsePointer } from './json.js';
+import { placesOf, type Place } from './json.js';
 import type { Policy } from './policy.js';
 import type { CallToolResult, DecisionInfo } from './results.js';
 import { withOperationMeta } from './results.js';
@@ -36,42 +36,9 @@ function leaves(v: Json, out: Set<string>): void {
   else if (v && typeof v === 'object') for (const x of Object.values(v)) leaves(x, out);
 }
 
-/**
- * Every place a pointer names in `doc`, as [parent, key]: a "*" token stands for any one
- * array index or member name (the gateway's pointers and the ledger's redact paths mean
- * the same by it): "/cards/*" names every member of "cards".
- */
-function places(doc: Json, pointer: string): Array<[Record<string, unknown> | unknown[], string | number]> {
-  let toks: string[];
-  try { toks = parsePointer(pointer); } catch { return []; }   // not a pointer: config validation refuses those
-  if (toks.length === 0) return [];
-  let parents: Json[] = [doc];
-  for (const t of toks.slice(0, -1)) {
-    const next: Json[] = [];
-    for (const cur of parents) {
-      if (Array.isArray(cur)) {
-        if (t === '*') next.push(...cur);
-        else if (/^(0|[1-9][0-9]*)$/.test(t) && Number(t) < cur.length) next.push(cur[Number(t)]);
-      } else if (cur && typeof cur === 'object') {
-        if (t === '*') next.push(...Object.values(cur));
-        else if (Object.prototype.hasOwnProperty.call(cur, t)) next.push((cur as Record<string, unknown>)[t]);
-      }
-    }
-    parents = next;
-  }
-  const last = toks[toks.length - 1];
-  const out: Array<[Record<string, unknown> | unknown[], string | number]> = [];
-  for (const cur of parents) {
-    if (Array.isArray(cur)) {
-      if (last === '*') cur.forEach((_x, i) => out.push([cur, i]));
-      else if (/^(0|[1-9][0-9]*)$/.test(last) && Number(last) < cur.length) out.push([cur, Number(last)]);
-    } else if (cur && typeof cur === 'object') {
-      const o = cur as Record<string, unknown>;
-      if (last === '*') for (const k of Object.keys(o)) out.push([o, k]);
-      else if (Object.prototype.hasOwnProperty.call(o, last)) out.push([o, last]);
-    }
-  }
-  return out;
+/** Every place a pointer names in `doc`; a pointer config validation would refuse names none. */
+function places(doc: Json, pointer: string): Place[] {
+  try { return placesOf(doc, pointer); } catch { return []; }
 }
 
 const at = (parent: Record<string, unknown> | unknown[], key: string | number) =>
@@ -91,15 +58,6 @@ function replaceAt(doc: Json, pointers: string[]): boolean {
     }
   }
   return changed;
-}
-
-/** Does a concrete pointer's token list fall under one of the patterns ("*" matches any one token)? */
-export function underPointer(tokens: string[], patterns: string[]): boolean {
-  return patterns.some((p) => {
-    let pt: string[];
-    try { pt = parsePointer(p); } catch { return false; }
-    return pt.length === tokens.length && pt.every((t, i) => t === '*' || t === tokens[i]);
-  });
 }
 
 /**

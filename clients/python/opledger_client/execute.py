@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -30,10 +31,21 @@ DEFAULT_MAX_SLEEP = 5.0
 LEASE_MARGIN = 1.0
 
 
+# Characters jsonb cannot hold: NUL, and any surrogate (a Python str holds only unpaired
+# ones, e.g. from the surrogateescape error handler).
+_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable_text(s: str) -> str:
+    """A description the client writes itself, with what jsonb cannot hold as U+FFFD: losing
+    one character of an error's message is better than leaving the operation unrecorded."""
+    return _UNSTORABLE_CHARS.sub("\ufffd", s)
+
+
 def _error_json(err: BaseException, stage: Optional[str] = None) -> dict[str, str]:
     """What the ledger stores for an error; ``stage`` (for unknown outcomes) says where
     it happened: "tool", "result" (not JSON) or "report" (op_succeed failed)."""
-    out = {"type": type(err).__name__, "message": str(err)}
+    out = {"type": _storable_text(type(err).__name__), "message": _storable_text(str(err))}
     if stage:
         out["stage"] = stage
     return out

@@ -229,6 +229,20 @@ class ExecuteOnceTest(LedgerTestCase):
             self.assertEqual(cm.exception.error, {"type": "ValueError", "message": "card declined"})
         self.assertEqual(p.count(op.operation_id), 0)
 
+    def test_failure_message_jsonb_cannot_hold_is_recorded(self):
+        # A NUL or an unpaired surrogate in an error's message would make the report
+        # fail (jsonb holds neither), leaving the operation pending until its lease ends.
+        t = tool("charge")
+        self.admin_ledger.register_tool(t, "non_idempotent_write")
+        for bad in ("\x00", "\ud800"):
+            p = FakeProvider()
+            p.fail_next = ValueError(f"card{bad}declined")
+            op = Operation(uid(), t, {"amount_cents": 100})
+            with self.assertRaises(OperationFailed) as cm:
+                execute_once(self.conn, op, p.call, classify_error=lambda e: ErrorClass.FAILED)
+            self.assertIs(cm.exception.begin.status, OpStatus.FAILED, "recorded at once, not left pending")
+            self.assertEqual(cm.exception.error, {"type": "ValueError", "message": "card\ufffddeclined"})
+
     def test_waits_for_another_worker_then_replays(self):
         t = tool("deploy")
         self.admin_ledger.register_tool(t, "non_idempotent_write")

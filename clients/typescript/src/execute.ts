@@ -4,7 +4,7 @@ import {
   InvalidTransitionError, LeaseTooShortError, NeedsApprovalError, OperationFailedError, OutcomeUnknownError,
   ReconciliationRequiredError, ToolTimeoutError, WaitTimeoutError, type UnknownStage,
 } from './errors.js';
-import { toJsonText } from './json.js';
+import { storableText, toJsonText } from './json.js';
 import { Ledger, type Queryable } from './ledger.js';
 import type { NoticeHandler } from './notices.js';
 import type {
@@ -87,9 +87,9 @@ const defaultSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 const serializeError = (err: unknown, stage?: UnknownStage): JsonValue => {
   let out: JsonValue;
-  if (err instanceof Error) out = { name: err.name, message: err.message };
+  if (err instanceof Error) out = { name: storableText(err.name), message: storableText(err.message) };
   else {
-    try { out = JSON.parse(toJsonText(err ?? null) ?? 'null') as JsonValue; } catch { out = String(err); }
+    try { out = JSON.parse(toJsonText(err ?? null) ?? 'null') as JsonValue; } catch { out = storableText(String(err)); }
   }
   if (stage && out !== null && typeof out === 'object' && !Array.isArray(out)) out.stage = stage;
   return out;

@@ -48,6 +48,18 @@ function findUnstorable(v: unknown, at: string): { pointer: string; problem: str
   return undefined;
 }
 
+const UNSTORABLE_CHARS = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * A description the client writes itself (an error's name and message) with every
+ * character jsonb cannot hold replaced by U+FFFD. Such text describes a failure; losing
+ * one character of it is better than leaving the operation unrecorded. Never used for
+ * arguments or results, which are refused instead.
+ */
+export function storableText(s: string): string {
+  return s.replace(UNSTORABLE_CHARS, '\ufffd');
+}
+
 /**
  * Throws UnstorableJsonError when JSON text (JSON.stringify output) holds a string or
  * member name that PostgreSQL's jsonb cannot hold; the error names its JSON Pointer.

@@ -10,7 +10,7 @@ import path from 'node:path';
 import pg from 'pg';
 
 import {
-  Ledger, NotJsonSerializableError, OutcomeUnknownError, UnstorableJsonError, executeOnce, type JsonValue,
+  Ledger, NotJsonSerializableError, OperationFailedError, OutcomeUnknownError, UnstorableJsonError, executeOnce, type JsonValue,
 } from '../src/index.js';
 
 // The test cluster's server log: scripts/cluster.sh starts the server with its log in
@@ -129,6 +129,20 @@ describe('values jsonb cannot hold', () => {
     assert.equal(row.status, 'unknown');
     assert.match(JSON.stringify(row.error), /NUL character .* at \/receipt/);
     assert.ok(!JSON.stringify(row.error).includes(secret));
+  });
+
+  it('a tool error whose message holds a NUL or an unpaired surrogate is recorded (the characters as U+FFFD), not left pending', async () => {
+    const t = tool('refund');
+    await ledger.registerTool(t, 'non_idempotent_write');
+    for (const bad of ['\u0000', '\ud800']) {
+      const op = { operationId: randomUUID(), tool: t, args: { order: 1 } };
+      const err = await executeOnce(adminPool, op, async () => { throw new Error(`declined${bad}by the provider`); },
+        { classifyError: () => 'failed' }).then(() => undefined, (e) => e);
+      assert.ok(err instanceof OperationFailedError, String(err));
+      const row = (await adminPool.query('SELECT status::text, error FROM opledger.operations WHERE operation_id = $1', [op.operationId])).rows[0];
+      assert.equal(row.status, 'failed', 'recorded at once, not pending until the lease ends');
+      assert.equal(row.error.message, 'declined\ufffdby the provider');
+    }
   });
 
   it('a string that merely looks like an escape ("\\\\u0000" written out) is stored as it is', async () => {

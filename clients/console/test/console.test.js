@@ -158,6 +158,15 @@ test('the login page, and a wrong login is refused without saying why', async ()
     assert.ok(login && login.httpOnly && login.sameSite === 'Strict');
 });
 
+test('a login without any operator role is refused', async () => {
+    await page.goto(`${base}/login`);
+    await page.fill('input[name=user]', role('agent'));
+    await page.fill('input[name=password]', pw('agent'));
+    await page.click('button[type=submit]');
+    assert.match(await page.textContent('#flash'), /none of the operator roles/);
+    assert.match(page.url(), /\/login$/);
+});
+
 test('the queue shows every argument, redacted values as redacted, and the fingerprint', async () => {
     await login('approver_a');
     const cookies = await page.context().cookies(base);

@@ -18,8 +18,9 @@ every query runs as that role, so the ledger's grants and separation of duties a
   --access-token-file FILE a file holding the access token (at least 32 characters); or set
                            OPLEDGER_CONSOLE_TOKEN. Requests then need "Authorization: Bearer
                            TOKEN", or the token typed into the login form.
-  --allowed-host NAME:PORT another Host header to answer (e.g. a reverse proxy's name);
-                           repeatable. Requests naming any other host get 421.
+  --allowed-host NAME:PORT another Host header to answer (a reverse proxy's name, or the
+                           machine's name when listening on 0.0.0.0); repeatable. Requests
+                           naming any other host get 421.
   --help                   this text
 `;
 

@@ -266,14 +266,27 @@ if [ "$STORY_FAILURES" = 0 ]; then
 else
     printf '%s%d of %d checks did not go as the story says.%s\n' "$C_BAD" "$STORY_FAILURES" "$STORY_CHECKS" "$C_OFF"
 fi
+CONSOLE_DIR=$(cd "$HERE/../clients/console" && pwd)
 if [ "$KEEP" = 1 ] && [ "$STORY_FAILURES" = 0 ]; then
+    # A person's login for the operator console, which connects as each person's own role.
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE ROLE demo_operator LOGIN PASSWORD 'demo'
+        IN ROLE opledger_approver, opledger_reconciler, opledger_dashboard" >/dev/null \
+        || echo "refund-story: could not create the console's demo_operator login" >&2
     cat <<EOF
 
 --keep: the cluster and the fake provider are still running. To look around:
   export PGHOST=$PGHOST PGPORT=$PGPORT PGUSER=$PGUSER PGDATABASE=$PGDATABASE
   psql
+The operator console (approvals, unknown operations, an operation's history, metrics):
+  (cd $CONSOLE_DIR && npm ci --omit=dev)   # once
+  node $CONSOLE_DIR/bin/opledger-console.js --database 'postgresql:///$PGDATABASE?host=$PGHOST&port=$PGPORT'
+  then open http://127.0.0.1:8377/ and log in as demo_operator, password demo (see docs/console.md)
 To stop them and remove everything:
   kill $PROVIDER_PID; $( [ "$(id -u)" = 0 ] && echo "runuser -u postgres -- " )$PG_BINDIR/pg_ctl -D $CLUSTER_DIR/data stop; rm -rf $CLUSTER_DIR
 EOF
+fi
+if [ "$KEEP" = 0 ] && [ "$STORY_FAILURES" = 0 ]; then
+    echo "To see this story in the operator console (http://127.0.0.1:8377/, docs/console.md), run it again with --keep"
+    echo "(bash scripts/demo.sh --keep): the cluster stays up and the console's command is printed here."
 fi
 [ "$STORY_FAILURES" = 0 ]

@@ -140,6 +140,33 @@ if documented docs/mcp.md "$cmd"; then
     fi
 fi
 
+# --- docs/console.md: the operator console from a fresh clone, then started against the
+# database: it answers its login page.
+cmd='cd clients/console && npm ci --omit=dev'
+if documented docs/console.md "$cmd" && documented docs/console.md 'node clients/console/bin/opledger-console.js --database'; then
+    clone=$(fresh_clone console) || bad "git clone"
+    console_check() {
+        local port log=$WORK/console-run.log pid code
+        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+        node "$clone/clients/console/bin/opledger-console.js" --database "postgres://127.0.0.1:$PGPORT/$DB" \
+            --listen "127.0.0.1:$port" >"$log" 2>&1 &
+        pid=$!
+        for _ in $(seq 1 100); do grep -q 'open http' "$log" && break; sleep 0.1; done
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/login")
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+        cat "$log"
+        [ "$code" = 200 ]
+    }
+    if run_logged console bash -c "cd '$clone' && $cmd ${NPMQ[*]}" \
+        && run_logged console-help node "$clone/clients/console/bin/opledger-console.js" --help \
+        && [ ! -d "$clone/clients/console/node_modules/playwright-core" ] \
+        && run_logged console-run console_check; then
+        ok "docs/console.md: \`$cmd\` on a fresh clone, then opledger-console --help and its login page"
+    else
+        bad "docs/console.md: \`$cmd\` on a fresh clone"
+    fi
+fi
+
 # --- docs/clients.md: the Python client, with Debian's python3 and python3-psycopg.
 py_check='import opledger_client, psycopg; from opledger_client import Ledger
 with psycopg.connect(autocommit=True) as c:

@@ -17,11 +17,12 @@ OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 # so that each part of the SQL surface lives beside the code it belongs to.
 EXTENSION_SQL_PARTS := $(sort $(wildcard control/install/*.sql))
 EXTENSION_SQL = opledger--$(EXTVERSION).sql
-# Older versions' install scripts are frozen as released (control/opledger--X.sql),
-# so `CREATE EXTENSION opledger VERSION 'X'` and the upgrade test can install them.
-FROZEN_SCRIPTS := $(wildcard control/opledger--*.sql)
+# Only the current version's install script is built and shipped, with the update
+# scripts from every release: an installed database moves on with ALTER EXTENSION
+# UPDATE. An older version's install script is what its release commit builds
+# (tests/upgrade/releases.txt; tests/README.md, "Older versions").
 UPGRADE_SCRIPTS := $(wildcard control/upgrade/opledger--*--*.sql)
-DATA = control/opledger.control $(FROZEN_SCRIPTS) $(UPGRADE_SCRIPTS)
+DATA = control/opledger.control $(UPGRADE_SCRIPTS)
 DATA_built = $(EXTENSION_SQL)
 
 REGRESS = $(basename $(notdir $(sort $(wildcard sql/*.sql))))

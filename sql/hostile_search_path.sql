@@ -1,4 +1,4 @@
--- SPEC §8: a caller's search_path never reaches into the ledger. A hostile role
+-- A caller's search_path never reaches into the ledger. A hostile role
 -- puts its own schema (and pg_temp) before pg_catalog, with operators and functions
 -- for every type and routine the ledger's SQL could resolve without a schema, and
 -- decoy tables named like the ledger's in pg_temp. Every ledger function must still

@@ -1,4 +1,4 @@
--- SPEC §1: opledger.jcs / jcs_hash / derive_operation_id on text, json and jsonb.
+-- opledger.jcs / jcs_hash / derive_operation_id on text, json and jsonb.
 \set VERBOSITY terse
 
 -- Members sorted, whitespace removed, numbers in ECMAScript form.

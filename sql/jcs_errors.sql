@@ -1,4 +1,4 @@
--- SPEC §1 and §6: every malformed input is an error with its SQLSTATE, never silently fixed.
+-- Every malformed input is an error with its SQLSTATE, never silently fixed.
 -- Each line shows SQLSTATE, message, detail and hint of the error a statement raises.
 CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE

@@ -1,4 +1,4 @@
--- SPEC §1: canonical JSON (RFC 8785), fingerprints and derived operation IDs.
+-- Canonical JSON (RFC 8785), fingerprints and derived operation IDs.
 
 CREATE FUNCTION opledger.jcs(text) RETURNS text
     LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE

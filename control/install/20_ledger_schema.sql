@@ -1,4 +1,4 @@
--- SPEC §2–§5 and §7: the ledger's types, tables and indexes.
+-- The ledger's types, tables and indexes (docs/sql-reference.md, "Tables" and "Types").
 --
 -- Every table keyed by operation has operation_id in each primary key and unique
 -- constraint, so operations and events can be hash-partitioned / distributed by

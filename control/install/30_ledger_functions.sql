@@ -1,4 +1,4 @@
--- SPEC §2–§3: register_tool and the op_* functions. The state machine is C++
+-- register_tool and the op_* functions. The state machine is C++
 -- (src/core/ledger/, free of PostgreSQL); each op_* call reads its operation row
 -- under a row lock, asks the state machine, and writes the row, its events and its
 -- counts through SQL statements (src/pg/ledger/ledger_store.hpp). None commits, and
@@ -306,7 +306,7 @@ $$;
 COMMENT ON FUNCTION opledger.op_purge(interval) IS
     'Purges the caller''s tenant''s final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
 
--- SPEC §3 / docs/security.md: with opledger.notify = on, NOTIFY opledger carries
+-- docs/security.md: with opledger.notify = on, NOTIFY opledger carries
 -- {"token": ..., "status": ...} where the token is this keyed hash of the operation
 -- ID: a role that may LISTEN but was never told the ID learns nothing from it, and
 -- cannot confirm a guessed ID without EXECUTE on this function.

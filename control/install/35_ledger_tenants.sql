@@ -1,4 +1,4 @@
--- SPEC §8, docs/security.md: tenants. The session acts for a tenant bound to its login
+-- docs/security.md: tenants. The session acts for a tenant bound to its login
 -- (the session user, which SET ROLE does not change). A role's tenant: '*' (every
 -- tenant) for superusers and members of opledger_admin; else the tenant mapped in
 -- opledger.role_tenants to it or to a role it is a member of ('*' there too means every

@@ -1,4 +1,4 @@
--- SPEC §5: views for dashboards. Ages use clock_timestamp(), the ledger's own time
+-- Views for dashboards. Ages use clock_timestamp(), the ledger's own time
 -- source (see src/pg/ledger/ledger_store.hpp). They read the small counters table and partial
 -- indexes only, never the whole ledger, so they stay cheap at ten million operations
 -- (the deltas that op_sweep has not folded yet are summed too).

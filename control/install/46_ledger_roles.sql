@@ -1,5 +1,6 @@
--- SPEC §8, docs/security.md: the shipped group roles. CREATE EXTENSION creates no
--- object outside the extension (SPEC §7), so the roles come from this function, run
+-- docs/security.md: the shipped group roles. CREATE EXTENSION creates no
+-- object outside the extension (a member of no extension would not be dumped with it,
+-- nor distributed by Citus), so the roles come from this function, run
 -- once by a superuser after CREATE EXTENSION (again after an update: it is idempotent
 -- and grants what the new version's functions need). Roles are cluster-wide: they
 -- come with pg_dumpall --globals-only, and the grants on the extension's objects with

@@ -1,7 +1,7 @@
 -- opledger 0.2.0 -> 0.3.0 (ALTER EXTENSION opledger UPDATE TO '0.3.0').
 --
--- 0.3.0 treats every caller as untrusted (SPEC §8, docs/security.md) and keeps the
--- ledger distributable (SPEC §7, the Citus recipe in docs/operations.md):
+-- 0.3.0 treats every caller as untrusted (docs/security.md) and keeps the
+-- ledger distributable (the Citus recipe in docs/operations.md):
 -- * tenants: opledger.role_tenants maps roles to tenants; operations, events and the
 --   counters carry their tenant; RLS limits direct reads of operations and events to
 --   the caller's tenant and hides opledger.hmac_key from everyone but the owner;
@@ -247,7 +247,7 @@ CREATE FUNCTION opledger.op_reject(
 COMMENT ON FUNCTION opledger.op_reject(text, text, text) IS
     'Declines an operation that awaits approval: it ends failed (error {"reason": "approval_rejected"}) and never runs';
 
--- SPEC §3 / docs/security.md: with opledger.notify = on, NOTIFY opledger carries
+-- docs/security.md: with opledger.notify = on, NOTIFY opledger carries
 -- {"token": ..., "status": ...} where the token is this keyed hash of the operation
 -- ID: a role that may LISTEN but was never told the ID learns nothing from it, and
 -- cannot confirm a guessed ID without EXECUTE on this function.
@@ -260,7 +260,7 @@ CREATE FUNCTION opledger.notify_token(operation_id text) RETURNS text
 COMMENT ON FUNCTION opledger.notify_token(text) IS
     'The token that NOTIFY opledger payloads carry for this operation (a keyed hash of its ID; 42501 for another tenant''s operation)';
 
--- SPEC §8, docs/security.md: tenants. The calling role is the session's role outside
+-- docs/security.md: tenants. The calling role is the session's role outside
 -- the extension's SECURITY DEFINER functions (what SET ROLE made it). Its tenant:
 -- '*' (every tenant) for superusers and members of opledger_admin; else the tenant
 -- mapped in opledger.role_tenants to it or to a role it is a member of ('*' there
@@ -344,7 +344,7 @@ COMMENT ON VIEW opledger.rejected_reuses IS
 REVOKE ALL ON FUNCTION opledger._rejected_reuses(), opledger.reset_rejected_reuses() FROM PUBLIC;
 REVOKE ALL ON opledger.rejected_reuses FROM PUBLIC;
 
--- SPEC §5: views for dashboards. Ages use clock_timestamp(), the ledger's own time
+-- Views for dashboards. Ages use clock_timestamp(), the ledger's own time
 -- source (see src/pg/ledger/ledger_store.hpp). They read the small counters table and partial
 -- indexes only, never the whole ledger, so they stay cheap at ten million operations
 -- (the deltas that op_sweep has not folded yet are summed too).
@@ -570,8 +570,9 @@ REVOKE EXECUTE ON FUNCTION opledger.notify_token(text), opledger.set_role_tenant
     opledger._counts(boolean), opledger.op_reject(text, text, text), opledger.metrics_since(interval) FROM PUBLIC;
 REVOKE ALL ON opledger.unknown_operations, opledger.metrics, opledger.tool_stats, opledger.metrics_hourly FROM PUBLIC;
 
--- SPEC §8, docs/security.md: the shipped group roles. CREATE EXTENSION creates no
--- object outside the extension (SPEC §7), so the roles come from this function, run
+-- docs/security.md: the shipped group roles. CREATE EXTENSION creates no
+-- object outside the extension (it would be neither dumped nor distributed with
+-- it), so the roles come from this function, run
 -- once by a superuser after CREATE EXTENSION (again after an update: it is idempotent
 -- and grants what the new version's functions need). Roles are cluster-wide: they
 -- come with pg_dumpall --globals-only, and the grants on the extension's objects with

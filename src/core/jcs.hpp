@@ -27,7 +27,7 @@ struct ParseLimits {
     std::size_t max_depth = 1000;
 };
 
-// Strict RFC 8259 parse of JSON text plus the SPEC §1 rules (no duplicates, valid
+// Strict RFC 8259 parse of JSON text plus the canonical form's own rules (no duplicates, valid
 // UTF-8, no lone surrogates, no NaN/Infinity, no trailing garbage, exact numbers).
 // Throws JsonError with byte_offset set.
 Document parse_json_text(std::string_view text, const ParseLimits& limits);

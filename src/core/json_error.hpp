@@ -1,5 +1,5 @@
 // Errors raised by the PostgreSQL-free core. The PostgreSQL layer maps each kind
-// to the SQLSTATE fixed by SPEC §6; the core itself knows nothing of SQLSTATEs.
+// to its SQLSTATE (docs/sql-reference.md, "Errors"); the core itself knows nothing of SQLSTATEs.
 #pragma once
 
 #include <cstddef>

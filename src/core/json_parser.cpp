@@ -1,4 +1,4 @@
-// Strict JSON text parser (RFC 8259 + SPEC §1). Iterative: open arrays/objects
+// Strict JSON text parser (RFC 8259 plus the canonical form's rules). Iterative: open arrays/objects
 // live on a heap stack, so input nesting never consumes machine stack.
 // UTF-8 is validated for the whole input up front (SIMD); since every structural
 // character is ASCII, that also proves every string's bytes valid.

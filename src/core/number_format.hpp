@@ -1,5 +1,5 @@
 // Canonical number text (RFC 8785 §3.2.2.3, ECMAScript Number::toString) with the
-// SPEC §1 exactness rule.
+// exactness rule: a number whose text is not exactly a double is refused, not rounded.
 #pragma once
 
 #include <cstddef>

@@ -136,7 +136,7 @@ ErrorData* run_guarded(void (*body)(void*) noexcept, void* arg) noexcept {
 // (errhidestmt: the statement holds the call's arguments, secrets included) and
 // without the extension's own SQL (the CONTEXT and QUERY of an error raised inside
 // one of its statements would show internal statement texts and their positions).
-// SPEC §6, docs/security.md.
+// (docs/security.md: no value of a call in an error message or a log line.)
 // The CONTEXT goes too when the caller is PL/pgSQL: its frames quote the calling
 // statement, literal arguments included. So even the extension's own errors are
 // built first (ereport collects the context), then stripped and thrown on.

@@ -1,4 +1,4 @@
-// SQL entry points of SPEC §1: opledger.jcs, opledger.jcs_hash, opledger.derive_operation_id.
+// SQL entry points of canonical JSON: opledger.jcs, opledger.jcs_hash, opledger.derive_operation_id.
 #include <string>
 #include <string_view>
 

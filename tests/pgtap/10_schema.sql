@@ -1,4 +1,4 @@
--- The ledger's SQL surface (SPEC §2–§5, §7): names, enums, keys, indexes, dump marks.
+-- The ledger's SQL surface: names, enums, keys, indexes, dump marks.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
@@ -29,7 +29,7 @@ SELECT is((SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
           'decision,operation_id,status,attempt,result,error,provider_ref,retry_after,lease_expires_at,finished_at,purged,fingerprint_alg,args_hash,lease_owner',
           'begin_result columns');
 
--- SPEC §7: every primary key and unique index of a table keyed by operation includes operation_id
+-- Distribution by operation_id (Citus): every primary key and unique index of a table keyed by operation includes operation_id
 SELECT is((SELECT count(*)::int FROM pg_index i
             WHERE i.indrelid IN ('opledger.operations'::regclass, 'opledger.events'::regclass) AND i.indisunique
               AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indrelid AND a.attname = 'operation_id'

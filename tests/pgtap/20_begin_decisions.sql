@@ -1,4 +1,4 @@
--- Every decision of op_begin (SPEC §3 table), and the fingerprint rules.
+-- Every decision of op_begin (docs/sql-reference.md, op_begin's table of decisions), and the fingerprint rules.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;

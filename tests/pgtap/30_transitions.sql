@@ -1,4 +1,4 @@
--- Every arrow of the state machine (SPEC §3): the returned row, the stored row and
+-- Every arrow of the state machine: the returned row, the stored row and
 -- the event each call appends.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;

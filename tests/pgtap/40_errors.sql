@@ -1,4 +1,4 @@
--- Every error code (SPEC §6) and every kind of bad input, each with its SQLSTATE,
+-- Every error code (docs/sql-reference.md, "Errors") and every kind of bad input, each with its SQLSTATE,
 -- and proof that none of them changed the ledger.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
@@ -178,7 +178,7 @@ SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', 'APPLIED')$$, '22023'
 SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', '')$$, '22023', NULL, 'empty outcome');
 SELECT throws_ok($$SELECT opledger.op_resolve('e-unknown', NULL)$$, '22004', NULL, 'NULL outcome');
 
--- JSON the canonical form cannot represent exactly (SPEC §1 through op_begin)
+-- JSON the canonical form cannot represent exactly (canonical JSON's rules, through op_begin)
 SELECT throws_ok($$SELECT opledger.op_begin('e-num', 'pay', '{"amount":9007199254740993}')$$, '22003', NULL,
                  'a number canonicalisation would change: 22003');
 SELECT throws_ok($$SELECT opledger.op_begin('e-deep', 'pay', (repeat('[', 20000) || repeat(']', 20000))::jsonb)$$, '54001', NULL,

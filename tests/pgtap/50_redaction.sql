@@ -1,4 +1,4 @@
--- Redaction (SPEC §2, §4): secrets at redact paths never reach operations, events
+-- Redaction: secrets at redact paths never reach operations, events
 -- or counters; the fingerprint is an HMAC taken before redaction.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;

@@ -1,4 +1,4 @@
--- Fencing by attempt, late successes and detected duplicate effects (SPEC §3).
+-- Fencing by attempt, late successes and detected duplicate effects.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;

@@ -1,4 +1,4 @@
--- Exponential backoff between attempts and max_attempts (SPEC §2, §3). Delays are
+-- Exponential backoff between attempts and max_attempts. Delays are
 -- exact (retry_after - updated_at of the failing call); waits use short real sleeps.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;

@@ -1,4 +1,4 @@
--- op_sweep, op_claim_reconciliation, op_purge and its tombstones (SPEC §3 Housekeeping).
+-- op_sweep, op_claim_reconciliation, op_purge and its tombstones (docs/sql-reference.md, "Housekeeping").
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;

@@ -1,4 +1,4 @@
--- The metrics views after a scripted history (SPEC §5).
+-- The metrics views after a scripted history.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;

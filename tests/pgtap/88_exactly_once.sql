@@ -1,5 +1,5 @@
 -- A tool whose only effect is a write to the same database gets exactly-once:
--- op_begin, the write and op_succeed in one caller transaction (SPEC §3). The
+-- op_begin, the write and op_succeed in one caller transaction. The
 -- caller's transaction is modelled by a savepoint, so it can die and be retried
 -- inside this test's own transaction.
 BEGIN;

@@ -1,4 +1,4 @@
--- The agent is an untrusted caller (issue 12, SPEC §8, docs/security.md).
+-- The agent is an untrusted caller (docs/security.md).
 -- One section per bullet under "Why" in issue 12, each test named after its bullet;
 -- every one of them failed on 0.2.0. The log-file bullets (STATEMENT lines, rejected
 -- reuses that survive a rollback, the LISTEN payload) are in tests/t/003_secrets_in_log.pl;

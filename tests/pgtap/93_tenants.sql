@@ -225,7 +225,7 @@ SELECT is(pg_temp.state_as('t93_agent_b', $$SELECT opledger.op_begin('t93-A1', '
 SELECT is(pg_temp.value_as('t93_agent_a', $$SELECT decision || '/' || purged FROM opledger.op_begin('t93-A1', 't93.tool', '{"n": 1}')$$),
           'replay/true', 'tombstones: the owning tenant still gets its replay');
 
--- Distribution (SPEC §7): tenants did not take operation_id out of any key
+-- Distribution by operation_id (Citus): tenants did not take operation_id out of any key
 SELECT is((SELECT string_agg(i.indexrelid::regclass::text, ', ')
              FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
             WHERE c.relnamespace = 'opledger'::regnamespace AND i.indisunique

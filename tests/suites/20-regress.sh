@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make installcheck's pg_regress part (sql/, expected/) against the running test
-# cluster. The isolation specs (32-isolation) and TAP tests (55-tap, which need a
-# non-root user) run as suites of their own, so that each case is counted.
+# cluster. Its pgTAP (30-pgtap) and isolation (32-isolation) parts and the TAP tests
+# (55-tap, which need a non-root user) run as suites of their own, so that each
+# case is counted.
 set -uo pipefail
 cd "${OPLEDGER_ROOT:-$(dirname "$0")/../..}"
-output=$(make installcheck TAP_TESTS= ISOLATION= 2>&1)
+output=$(make installcheck PGTAP_TESTS= ISOLATION= TAP_TESTS= 2>&1)
 status=$?
 echo "$output" | grep -vE '^(make|echo|rm|/usr)' | grep -E ' ok | FAILED |failed|tests passed|^ok|^not ok|=====' 
 if [ "$status" != 0 ]; then

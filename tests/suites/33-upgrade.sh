@@ -18,8 +18,9 @@
 # Then, on the last cluster: a session holding the current library while another moves
 # the extension to a later version is refused too, the check reads the catalog once per
 # backend, and a database with planted differences proves the catalog comparison sees
-# each kind of difference. Also: the frozen install scripts are the ones their release
-# commits build, and every update script from 0.4.0 on replaces a function.
+# each kind of difference. Also: control/ ships no older install script (each is rebuilt
+# here from its release commit), every update script from 0.4.0 on replaces a function,
+# and updating a database that has no fingerprint key yet makes exactly one.
 # Needs a full git clone (the release commits). Everything lives in a temporary
 # directory, removed on exit; KEEP_WORK=DIR keeps its logs, listings and diffs.
 # For work on this test: OPLEDGER_UPGRADE_BUILDS=DIR keeps the releases' builds there
@@ -143,6 +144,10 @@ for script in control/upgrade/opledger--*--*.sql; do
         "$(grep -qiE '^[[:space:]]*CREATE[[:space:]]+OR[[:space:]]+REPLACE[[:space:]]+FUNCTION' "$script" && echo yes || echo no)"
 done
 
+# Older versions' install scripts come from git, not from copies kept in control/.
+check "control/ holds no install script of an older version (only control/install/ fragments and update scripts)" "" \
+    "$(ls control/opledger--*.sql 2>/dev/null)"
+
 make_tree "$WORK/pg-pristine" || { echo "not ok - a private copy of PostgreSQL"; failed=$((failed + 1)); finish; }
 
 # --- every release: build, fill with its library, swap, the window, update ---------------------
@@ -167,10 +172,8 @@ upgrade_from() {  # upgrade_from <version> <commit> <last: yes|no>
     local status=$?
     check "the $V release builds and installs into a private PostgreSQL tree ($(( $(date +%s) - t0 ))s)" 0 "$status"
     [ "$status" = 0 ] || { tail -20 "$WORK/build-$V.log" | sed 's/^/#   /'; return 1; }
-    if [ -f "control/opledger--$V.sql" ]; then
-        check_diff "control/opledger--$V.sql is the install script the $V release builds" \
-            <(sed '/^-- FROZEN:/,+1d' "control/opledger--$V.sql") "$src/opledger--$V.sql" "frozen" "built by $sha"
-    fi
+    check "the $V release installs its own install script opledger--$V.sql" yes \
+        "$([ -f "$tree/usr/share/postgresql/15/extension/opledger--$V.sql" ] && echo yes || echo no)"
 
     # 2, 3. A cluster from the tree; the ledger filled by the $V library.
     CLUSTER=$WORK/cluster-$V
@@ -188,6 +191,19 @@ upgrade_from() {  # upgrade_from <version> <commit> <last: yes|no>
                              AND (SELECT count(*) FROM opledger.operations) >= 20) || '|'
                            || ((SELECT count(*) FROM opledger.events) > (SELECT count(*) FROM opledger.operations)) || '|'
                            || (SELECT count(*) FROM opledger.tools) || '|' || (SELECT count(*) FROM opledger.hmac_key)")"
+
+    # A database at $V that no ledger call has touched: before 0.4.0 no fingerprint key
+    # exists until a call needs one, so the update has to make it.
+    local nokey=${db}_nokey keys_before
+    "$TBIN/createdb" "$nokey"
+    q "$nokey" "CREATE EXTENSION opledger VERSION '$V'" >/dev/null
+    keys_before=$(q "$nokey" "SELECT to_regclass('opledger.hmac_key') IS NOT NULL")
+    [ "$keys_before" = t ] && keys_before=$(q "$nokey" "SELECT count(*) FROM opledger.hmac_key") || keys_before=0
+    if [ "$(printf '%s\n' "$V" 0.4.0 | sort -V | head -1)" = 0.4.0 ]; then
+        check "a fresh $V install has its fingerprint key" 1 "$keys_before"
+    else
+        check "a fresh $V install has no fingerprint key yet" 0 "$keys_before"
+    fi
 
     # The columns of each ledger table as $V has them: the snapshots compare those.
     local columns snapshot_before sequence_before metrics_before tool_stats_before max_slot calls_before jcs_before
@@ -246,7 +262,9 @@ upgrade_from() {  # upgrade_from <version> <commit> <last: yes|no>
     "$TBIN/pg_dump" -Fc -d "$db" -f "$WORK/window-$V.dump" 2>"$WORK/dump-$V.log"
     check "in the window: pg_dump works" "0|" "$?|$(cat "$WORK/dump-$V.log")"
     "$TBIN/createdb" "$restored"
-    q "$restored" "CREATE EXTENSION opledger VERSION '$V'" >/dev/null
+    # As a restore creates it: with row_security off, so that no fingerprint key is made
+    # (from 0.4.0 on, CREATE EXTENSION makes one otherwise) and the dumped one is restored.
+    q "$restored" "SET row_security = off; CREATE EXTENSION opledger VERSION '$V'" >/dev/null
     # (The extension's schema exists already: CREATE EXTENSION made it.)
     "$TBIN/pg_restore" -l "$WORK/window-$V.dump" | grep -vE '^[0-9]+; [0-9]+ [0-9]+ SCHEMA - opledger ' >"$WORK/restore-$V.list"
     "$TBIN/pg_restore" --exit-on-error -L "$WORK/restore-$V.list" -d "$restored" "$WORK/window-$V.dump" >"$WORK/restore-$V.log" 2>&1
@@ -275,6 +293,9 @@ SQL
     check "tool_stats are unchanged by the update" "$tool_stats_before" "$(q "$db" "$TOOL_STATS")"
     check "the recorded calls are untouched" "$calls_before" \
         "$(q "$db" "SELECT md5(string_agg(row(c.*)::text, '|' ORDER BY operation_id)) FROM opledger_fixture.calls AS c")"
+    check "updating the untouched $V database makes exactly one fingerprint key" "0|1" \
+        "$(q "$nokey" "ALTER EXTENSION opledger UPDATE" >/dev/null; echo "$?|$(q "$nokey" "SELECT count(*) FROM opledger.hmac_key")")"
+    "$TBIN/dropdb" "$nokey"
     check "opledger.flush_counters() is gone" "" "$(q "$db" "SELECT to_regprocedure('opledger.flush_counters()')")"
 
     # Every recorded call, asked again, each in its own transaction that is rolled back.

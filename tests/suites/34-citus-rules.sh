@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Citus rules, checked without Citus (SPEC §7, issue 15). The installed extension runs
+# Citus rules, checked without Citus (docs/operations.md, the Citus recipe). The installed extension runs
 # in a throwaway cluster of this suite's own with pg_stat_statements (track = all), so
 # every statement it runs through SPI is recorded; tests/citus/drive.sql calls every
 # function down every path. tests/citus/check_rules.py then checks:

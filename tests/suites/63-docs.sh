@@ -4,7 +4,7 @@
 # database), the pages list every function, table, view and type of the catalog
 # (docs/tools/catalog_check.py), and the refund story (demo/refund-story.sh, its own
 # throwaway cluster) tells its story with every decision as written, leaving nothing
-# behind.
+# behind; tests/README.md and docs/architecture.md list every suite.
 set -uo pipefail
 cd "${OPLEDGER_ROOT:-$(pwd)}" || exit 1
 
@@ -87,5 +87,30 @@ else
     echo "FAILED the demo left $(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')"
     failed=$((failed + 1))
 fi
+
+# The maps of the tests: every suite is listed, by its file name, in tests/README.md and
+# in docs/architecture.md's table, and every test kind's directory in tests/README.md.
+failed_before=$failed
+for suite in tests/suites/*.sh; do
+    name=$(basename "$suite" .sh)
+    for map in tests/README.md docs/architecture.md; do
+        if grep -qF "\`$name" "$map"; then
+            passed=$((passed + 1))
+        else
+            echo "FAILED $map does not list the suite $name"
+            failed=$((failed + 1))
+        fi
+    done
+done
+for dir in sql tests/pgtap tests/isolation tests/t tests/unit tests/upgrade tests/citus tests/chaos fuzz; do
+    if grep -qF "\`$dir/" tests/README.md; then
+        passed=$((passed + 1))
+    else
+        echo "FAILED tests/README.md does not say what $dir/ holds"
+        failed=$((failed + 1))
+    fi
+done
+[ "$failed" = "$failed_before" ] && echo "ok     tests/README.md and docs/architecture.md list every tests/suites/*.sh and test directory"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -210,7 +210,7 @@ is($lines, 35, 'guessing: each rejected reuse is logged at LOG level, caught or 
 like($log, qr/LOG:\s+(?:\w{5}:\s+)?opledger: rejected reuse[^\n]*(?:\n[^\n]*DETAIL:)?[^\n]*agent_svc/,
 	'guessing: the log line names the role that tried');
 unlike($log, qr/rejected reuse[^\n]*\n[^\n]*DETAIL:[^\n]*log-1/,
-	'guessing: and not the operation ID, a value of the call (SPEC §6; opledger.rejected_reuses names it)');
+	'guessing: and not the operation ID, a value of the call (opledger.rejected_reuses names it)');
 unlike($log, qr/STATEMENT:/, 'guessing: the log lines carry no STATEMENT (the caller\'s SQL may hold the guesses)');
 unlike($log, qr/CONTEXT:\s+SQL statement/, 'guessing: nor a CONTEXT with the caller\'s SQL');
 unlike($log, qr/CVVG/, 'guessing: no guessed CVV reaches the log');

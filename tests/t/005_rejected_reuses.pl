@@ -111,7 +111,7 @@ is($lines, 20, 'the server log has one LOG line per rejection');
 like($log, qr/rejected reuse of an operation ID\n.*DETAIL:  Tenant "[^"]*", role "[^"]+"\./,
 	'the LOG line names the tenant and the role');
 unlike($log, qr/rejected reuse of an operation ID\n.*DETAIL:  [^\n]*(?:\Q$op\E|tap\.card)/,
-	'and not the operation ID or the tool, values of the call (SPEC §6)');
+	'and not the operation ID or the tool, values of the call');
 my @leaked = grep { index($log, $_) >= 0 } (@guesses, $secret);
 is_deeply(\@leaked, [], 'no tried CVV (and not the stored one) appears anywhere in the server log')
   or diag("leaked: @leaked");

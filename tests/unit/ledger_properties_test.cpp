@@ -1,4 +1,4 @@
-// Property tests of the ledger's state machine (SPEC §3): seeded pseudo-random call
+// Property tests of the ledger's state machine: seeded pseudo-random call
 // sequences over every effect class and several policies, with the invariants of
 // the state diagram, the audit trail and the metrics checked after every call.
 //
@@ -9,7 +9,7 @@
 // amounts (often past leases and backoffs). The model is the state of the last
 // accepted transition. Every call is checked to be refused exactly when the old
 // PostgreSQL-layer code refused it, with its refusal code, as changed by 0.3.0
-// (SPEC §8): one approval allows one execution of an irreversible operation, and
+// (an untrusted caller): one approval allows one execution of an irreversible operation, and
 // op_succeed on a retryable operation must name its attempt.
 //
 // A failing sequence is reported with its seed, policy and calls, so it can be
@@ -335,7 +335,7 @@ Micros random_step(std::mt19937_64& rng, const Policy& policy) {
 bool approved_for_next(const OperationState& s) { return s.approval_attempt == s.attempt + 1; }
 
 // The refusal the old code gives this call in this state, or none when it accepts
-// it (the order of the checks is the old code's), with 0.3.0's changes (SPEC §8):
+// it (the order of the checks is the old code's), with 0.3.0's changes for untrusted callers:
 // op_succeed on a retryable op must name its attempt, and op_approve is refused as
 // already_approved only while an approval for the next attempt is unused.
 std::optional<RefusalCode> expected_refusal(const Call& c, const OperationState& s) {

@@ -1,4 +1,4 @@
-// The ledger's state machine (SPEC §3), call by call: every row of op_begin's
+// The ledger's state machine, call by call: every row of op_begin's
 // decision table, every arrow of the state diagram, every refusal, with the exact
 // state, events and metric deltas the old PostgreSQL-layer code wrote
 // (9f975ea:src/pg/ledger/ledger_{begin,reports,steps,housekeeping}.cpp).
@@ -1613,7 +1613,7 @@ TEST(LedgerApprove, WithoutNoteHasNoDetail) {
 }
 
 TEST(LedgerApprove, SecondApprovalIsRefused) {
-    // One approval allows one execution (SPEC §8): a second one is an impossible transition.
+    // One approval allows one execution: a second one is an impossible transition.
     EXPECT_EQ(refusal(approve(awaiting(true), approve_call(), T0)), "already_approved");
     const Transition first = transition_of(approve(awaiting(), approve_call(), T0));
     EXPECT_EQ(refusal(approve(first.after, approve_call(), T0 + kSec)), "already_approved");
@@ -1680,7 +1680,7 @@ TEST(LedgerClaim, ExpiredClaimCanBeTakenOver) {
 }
 
 // ===========================================================================
-// One approval allows one execution of an irreversible operation (SPEC §8,
+// One approval allows one execution of an irreversible operation (since
 // 0.3.0): approval_attempt names the one attempt an approval allows.
 
 // The irreversible op's approval was used by attempt `attempt`, which failed
@@ -1890,7 +1890,7 @@ TEST(LedgerReapproval, LoweredMaxAttemptsIsHonouredAfterReapproval) {
 }
 
 TEST(LedgerReapproval, LateSuccessWhileAwaitingReapprovalIsRecorded) {
-    // SPEC §3 "A success that arrives late (... already retried) is still recorded:
+    // "A success that arrives late (... already retried) is still recorded:
     // the effect happened." A retryable irreversible op waits for a re-approval at
     // attempt >= 1; a late op_succeed(attempt => 1) there is a late success, as it
     // was a moment earlier on the retryable op (a refusal would let a second

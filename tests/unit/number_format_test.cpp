@@ -1,4 +1,5 @@
-// RFC 8785 §3.2.2.3 number serialisation and the SPEC §1 exactness rule.
+// RFC 8785 §3.2.2.3 number serialisation and the exactness rule (refuse a
+// number whose text is not exactly a double).
 #include <cstring>
 #include <cstdint>
 

@@ -40,8 +40,8 @@ TEST(Writer, Rfc8785FullExample) {
         "{\n  \"numbers\": [333333333.33333329, 1E30, 4.50,\n              2e-3, 0.000000000000000000000000001],\n"
         "  \"string\": \"\\u20ac$\\u000F\\u000aA'\\u0042\\u0022\\u005c\\\\\\\"\\/\",\n"
         "  \"literals\": [null, true, false]\n}";
-    // 333333333.33333329 is not the exact decimal of its double, so by the SPEC's
-    // exactness rule it is rejected; RFC 8785 itself would round it.
+    // 333333333.33333329 is not the exact decimal of its double, so by the ledger's
+    // exactness rule (refuse, never round) it is rejected; RFC 8785 itself would round it.
     expect_json_error([&] { canon(input); }, JsonErrorKind::inexact_number, std::size_t{16});
     std::string exact = input;
     exact.replace(exact.find("333333333.33333329"), 18, "333333333.3333333");

@@ -1,4 +1,4 @@
-// The ledger's state machine (SPEC §3), free of PostgreSQL: a pure function from
+// The ledger's state machine, free of PostgreSQL: a pure function from
 // (an operation's current state, its tool's policy, one call, the time) to either a
 // transition or a refusal carrying the SQLSTATE the SQL layer must raise.
 //
@@ -43,7 +43,7 @@ constexpr bool is_final(Status status) noexcept { return status == Status::succe
 // Adds a duration to a time without overflowing (saturates far in the future).
 Micros add_saturating(Micros time, Micros duration) noexcept;
 
-// A tool's policy (SPEC §2). Default-constructed: an unregistered tool.
+// A tool's policy (opledger.register_tool). Default-constructed: an unregistered tool.
 struct Policy {
     bool registered = false;
     Effect effect = Effect::non_idempotent_write;
@@ -150,7 +150,7 @@ struct Metrics {
     Metrics& operator+=(const Metrics& other) noexcept;
 };
 
-// op_begin's answers (SPEC §3).
+// op_begin's answers.
 enum class Decision : std::uint8_t { execute, replay, in_progress, retry_later, reconcile, needs_approval, failed };
 const char* decision_name(Decision decision) noexcept;
 

@@ -1,4 +1,4 @@
-// op_begin (SPEC §3): may this attempt run?
+// op_begin: may this attempt run?
 //
 // A new ID is inserted with the state machine's begin_new transition (INSERT ... ON
 // CONFLICT DO NOTHING, so two sessions racing on one ID both get a consistent answer:
@@ -193,7 +193,7 @@ private:
 
 // A NOTICE the first time a session uses a tool that was never registered (a typo
 // such as "emial.send" would otherwise run silently under the default policy). It
-// does not repeat the name: it is a value of the call (SPEC §6), and the caller
+// does not repeat the name: it is a value of the call (no message carries one), and the caller
 // knows which call it just made. Kept per backend, for at most kMaxNoticedTools names.
 void notice_unregistered(const std::string& tool) {
     static std::unordered_set<std::string> noticed;

@@ -1,4 +1,4 @@
-// Who is calling (SPEC §8, docs/security.md): the login behind the session, the
+// Who is calling (docs/security.md): the login behind the session, the
 // database role it acts as outside the extension's SECURITY DEFINER functions, and
 // the tenant it acts for.
 #pragma once

@@ -1,4 +1,4 @@
-// Settings of the ledger (SPEC §2, §3). Defined by define_ledger_gucs() from _PG_init.
+// Settings of the ledger (docs/settings.md). Defined by define_ledger_gucs() from _PG_init.
 #pragma once
 
 namespace opledger::pg {

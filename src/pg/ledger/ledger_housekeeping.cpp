@@ -1,4 +1,4 @@
-// Housekeeping (SPEC §3-§4): op_sweep, op_claim_reconciliation, and the internal
+// Housekeeping: op_sweep, op_claim_reconciliation, and the internal
 // helpers of register_tool (_check_pointers, _random_secret).
 #include <limits>
 #include <map>
@@ -242,14 +242,14 @@ Datum random_secret(FunctionCallInfo) {
 
 // opledger.flush_counters() of 0.1.0, which wrote the counts deferred to commit.
 // Since 0.2.0 every call writes its counts itself, so there is nothing to flush;
-// the symbol stays so that the frozen 0.1.0 install script (CREATE EXTENSION ...
-// VERSION '0.1.0', then ALTER EXTENSION ... UPDATE) still loads.
+// the symbol stays so that 0.1.0's install script, still on a server that has this
+// library (a package upgrade, or the upgrade test), can create its function.
 Datum flush_counters(FunctionCallInfo) { return (Datum)0; }
 
 // opledger._tools_changed() of 0.1.0 and 0.2.0, the trigger that dropped cached tool
 // policies. Since 0.3.0 policies are read by every call and the trigger is gone; the
-// symbol stays for the frozen install scripts (and does nothing if an old schema
-// still fires it before ALTER EXTENSION ... UPDATE).
+// symbol stays for those versions' install scripts (and does nothing if an old
+// schema still fires it before ALTER EXTENSION ... UPDATE).
 Datum tools_changed(FunctionCallInfo) { return PointerGetDatum(nullptr); }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// A tool's policy (SPEC §2) as the ledger uses it, and the argument fingerprint.
+// A tool's policy (opledger.register_tool) as the ledger uses it, and the argument fingerprint.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // Redaction of the JSON payloads a call reports (result, error): the values at a
 // tool's redact pointers become "[REDACTED]" before anything is stored (the row and
-// the audit trail alike), as they do in the stored args (SPEC §2, docs/security.md).
+// the audit trail alike), as they do in the stored args (docs/security.md).
 #pragma once
 
 #include "core/jcs.hpp"

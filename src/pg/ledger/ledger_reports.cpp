@@ -1,4 +1,4 @@
-// The reports on an attempt (SPEC §3): op_succeed, op_fail, op_mark_unknown,
+// The reports on an attempt: op_succeed, op_fail, op_mark_unknown,
 // op_resolve, op_approve. Each validates its arguments, locks the operation row,
 // asks the state machine, and stores the transition (ledger_store.hpp).
 #include <optional>
@@ -210,7 +210,7 @@ Datum op_approve(FunctionCallInfo fcinfo) {
         },
         [](const OperationRow& row, const Caller& caller) {
             // Separation of duties: whoever began an irreversible operation cannot
-            // also approve it (SPEC §6: 42501), by login as well as by role, so that
+            // also approve it (42501), by login as well as by role, so that
             // SET ROLE to another role of the same login does not make it someone
             // else. A superuser is exempt, as from every privilege check: it could
             // write the table directly.

@@ -13,7 +13,7 @@ TupleDesc result_descriptor(FunctionCallInfo fcinfo);
 // type, possibly with dropped columns).
 void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, bool* nulls);
 // Which payload columns of opledger.operations a role may read (SELECT on the table
-// or on the column); the others are handed back as NULL (SPEC §8: a report returns
+// or on the column); the others are handed back as NULL (an untrusted caller's report returns
 // nothing the caller couldn't read). Besides the call's payloads: the keyed
 // fingerprint of the result, and the count of duplicate effects, which is the outcome
 // of comparing a repeated success with the stored result. Handed to a caller that may

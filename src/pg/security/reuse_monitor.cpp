@@ -268,7 +268,7 @@ const char* kind_name(char kind) {
 }
 
 // The line names the tenant and the database role, never the operation ID or the
-// tool: they are values of the call's arguments (SPEC §6: no log line carries one).
+// tool: they are values of the call's arguments (no log line carries one).
 // opledger.rejected_reuses names the operation, for the roles that may see it.
 void log_guarded(void* arg) noexcept {
     auto* r = static_cast<Rejection*>(arg);

@@ -1,0 +1,15 @@
+-- Every function and view of the extension is called by some hostile case
+-- (sql/hostile_NN_name.sql): the names below are those the groups of calls in
+-- sql/include/hostile/ reach. A new function or view is listed here once a group calls it.
+SELECT p.oid::regprocedure AS function_not_called FROM pg_proc AS p
+ WHERE p.pronamespace = 'opledger'::regnamespace
+   AND p.proname NOT IN ('register_tool', 'op_begin', 'op_succeed', 'op_fail', 'op_mark_unknown', 'op_resolve',
+                         'op_approve', 'op_sweep', 'op_claim_reconciliation', 'op_purge', 'jcs', 'jcs_hash',
+                         'derive_operation_id', '_check_pointers', '_random_secret', 'current_tenant',
+                         'notify_token', 'set_role_tenant', '_rejected_reuses', 'reset_rejected_reuses',
+                         'create_roles', 'op_reject', 'metrics_since', '_counts', 'create_hmac_key')
+ ORDER BY 1;
+SELECT c.oid::regclass AS view_not_read FROM pg_class AS c
+ WHERE c.relnamespace = 'opledger'::regnamespace AND c.relkind IN ('v', 'm')
+   AND c.relname NOT IN ('metrics', 'tool_stats', 'unknown_operations', 'rejected_reuses', 'metrics_hourly')
+ ORDER BY 1;

@@ -495,15 +495,16 @@ export class Session {
         if (d.decision === 'execute') await this.record('fail', c, { reason: 'cancelled by the client before it was sent' }, true);
         return null;
       }
-      switch (d.decision) {
-        case 'execute':
+      // The step each decision calls for is the ledger's (next_action), the same one the
+      // TypeScript and Python clients take.
+      switch (d.nextAction) {
+        case 'call_tool':
           return this.execute(c, name, args, fwdMeta, p, d);
-        case 'replay':
+        case 'return_result':
           return { result: storedResult(d.result as CallToolResult, p, info) };
-        case 'failed':
+        case 'raise_error':
           return { result: this.failedResult(p, info, d.error) };
-        case 'in_progress':
-        case 'retry_later': {
+        case 'wait': {
           const local = this.gw.inflight.get(d.operationId);
           const untilMs = d.retryAfter ? d.retryAfter.getTime() - Date.now() : 0;
           if (local && rounds < 6) {
@@ -525,7 +526,7 @@ export class Session {
           }
           return { result: decisionResult(p, info, reconcileText(info)) };
         }
-        case 'needs_approval': {
+        case 'get_approval': {
           const r = await this.approval(m.id, forwardedArgs(args, p, d.operationId), p, info, rounds);
           if (r === 'approved') continue;
           return { result: r };

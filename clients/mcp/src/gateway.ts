@@ -486,7 +486,7 @@ export class Session {
         throw e;
       }
       c.opId = d.operationId;
-      const info: DecisionInfo = { decision: d.decision, operationId: d.operationId, status: d.status, attempt: d.attempt, retryAfter: d.retryAfter };
+      const info: DecisionInfo = { decision: d.decision, nextAction: d.nextAction, operationId: d.operationId, status: d.status, attempt: d.attempt, retryAfter: d.retryAfter };
       log('info', 'decision', {
         tool: name, effect: p.effect, operationId: d.operationId, decision: d.decision, attempt: d.attempt,
         ms: Date.now() - started, ledger_ms: Math.round((performance.now() - t0) * 100) / 100,
@@ -593,7 +593,7 @@ export class Session {
     if (p.idempotencyKey?.meta) fwdMeta[p.idempotencyKey.meta] = opId;
     let done!: () => void;
     this.gw.inflight.set(opId, new Promise<void>((r) => { done = r; }));
-    const info: DecisionInfo = { decision: 'execute', operationId: opId, attempt: d.attempt };
+    const info: DecisionInfo = { decision: 'execute', nextAction: d.nextAction, operationId: opId, attempt: d.attempt };
     try {
       const r = await this.forwardCall(c, name, fwdArgs, fwdMeta, p);
       if (this.gw.killAfterCall > 0 && Math.random() < this.gw.killAfterCall) {

@@ -272,7 +272,7 @@ def reconcile_batch(db: Any, worker: str, hook: ReconcileHook, *,
     for row in ledger.claim_reconciliation(worker, max_rows, lease):
         op = Operation(row.operation_id, row.tool, row.args, conversation_id=row.conversation_id, worker=worker)
         begin = BeginResult(Decision.RECONCILE, row.operation_id, row.status, row.attempt,
-                            error=row.error, provider_ref=row.provider_ref)
+                            error=row.error, provider_ref=row.provider_ref, next_action=NextAction.RECONCILE)
         found = hook(op, begin)
         if found is None:
             continue

@@ -492,7 +492,7 @@ export class Session {
         ms: Date.now() - started, ledger_ms: Math.round((performance.now() - t0) * 100) / 100,
       });
       if (c.cancelled) {
-        if (d.decision === 'execute') await this.record('fail', c, { reason: 'cancelled by the client before it was sent' }, true);
+        if (d.nextAction === 'call_tool') await this.record('fail', c, { reason: 'cancelled by the client before it was sent' }, true);
         return null;
       }
       // The step each decision calls for is the ledger's (next_action), the same one the

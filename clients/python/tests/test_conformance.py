@@ -79,6 +79,15 @@ class Conformance(unittest.TestCase):
         self.assertEqual(used, {a.value for a in NextAction}, "every next action is exercised by a case")
         self.assertEqual(set(RAISES), set(CORPUS["raises"]))
 
+    def test_a_row_without_next_action_is_refused(self):
+        row = {"decision": "replay", "operation_id": "x", "status": "succeeded", "attempt": 1,
+               "next_action": "return_result"}
+        self.assertIs(BeginResult.from_row(row).next_action, NextAction.RETURN_RESULT)
+        with self.assertRaisesRegex(ValueError, r"needs opledger 0\.5\.0 or later"):
+            BeginResult.from_row({**row, "next_action": None})
+        with self.assertRaises(ValueError):
+            BeginResult.from_row({**row, "next_action": "dance"})
+
     def replay(self, case: dict) -> None:
         id_ = f"conformance-py-{uuid.uuid4()}"
         tool = f"conformance.py.{str(uuid.uuid4())[:8]}"

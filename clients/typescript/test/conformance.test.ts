@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import pg from 'pg';
 
 import {
-  Ledger, NEXT_ACTIONS, NeedsApprovalError, OperationFailedError, ReconciliationRequiredError, WaitTimeoutError,
+  Ledger, NEXT_ACTIONS, NeedsApprovalError, parseBeginRow, OperationFailedError, ReconciliationRequiredError, WaitTimeoutError,
   executeOnce, type BeginResult, type JsonValue, type ToolEffect,
 } from '../src/index.js';
 
@@ -73,6 +73,13 @@ describe('conformance corpus', () => {
     const used = new Set(corpus.cases.map((c) => c.expect.next_action));
     assert.deepEqual([...used].sort(), [...NEXT_ACTIONS].sort());
     assert.deepEqual(Object.keys(RAISES).sort(), [...corpus.raises].sort());
+  });
+
+  it('refuses an op_begin row without a next_action (an extension older than 0.5.0) or with an unknown one', () => {
+    const row = { decision: 'replay', operation_id: 'x', status: 'succeeded', attempt: 1, next_action: 'return_result' };
+    assert.equal(parseBeginRow(row).nextAction, 'return_result');
+    assert.throws(() => parseBeginRow({ ...row, next_action: undefined }), /needs opledger 0\.5\.0 or later/);
+    assert.throws(() => parseBeginRow({ ...row, next_action: 'dance' }), /unknown next_action/);
   });
 
   for (const c of corpus.cases) {

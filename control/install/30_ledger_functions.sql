@@ -26,7 +26,8 @@ CREATE TYPE opledger.begin_result AS (
     purged            boolean,
     fingerprint_alg   text,
     args_hash         bytea,
-    lease_owner       text                 -- in_progress: who holds the lease (the worker op_begin named)
+    lease_owner       text,                -- in_progress: who holds the lease (the worker op_begin named)
+    next_action       text                 -- what the client must do: call_tool | return_result | wait | reconcile | get_approval | raise_error
 );
 COMMENT ON TYPE opledger.begin_result IS 'Answer of opledger.op_begin';
 
@@ -140,7 +141,7 @@ CREATE FUNCTION opledger.op_begin(
     SET jit = off
     AS 'MODULE_PATHNAME', 'opledger_op_begin';
 COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
-    'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed (OL001 on reuse with other arguments)';
+    'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed, and says in next_action what the client must do (OL001 on reuse with other arguments)';
 
 CREATE FUNCTION opledger.op_succeed(
     operation_id  text,

@@ -2,3 +2,28 @@
 --
 -- Each part below names what it changes.
 \echo Use "ALTER EXTENSION opledger UPDATE TO '0.5.0'" to load this file. \quit
+
+-- Conformance: op_begin's answer gains next_action, what a client must do with the
+-- decision (call_tool, return_result, wait, reconcile, get_approval, raise_error),
+-- defined once in the library so the TypeScript and Python clients and the MCP
+-- gateway all dispatch on it. Appended as the type's last attribute: callers that
+-- select columns by name or position keep working.
+ALTER TYPE opledger.begin_result ADD ATTRIBUTE next_action text;
+-- op_begin is replaced as declared (so a library loaded before the update re-checks
+-- the extension's version before it fills the new attribute), and its comment names
+-- next_action.
+CREATE OR REPLACE FUNCTION opledger.op_begin(
+    operation_id     text,
+    tool             text,
+    args             jsonb,
+    conversation_id  text DEFAULT NULL,
+    worker           text DEFAULT NULL,
+    lease            interval DEFAULT NULL
+) RETURNS opledger.begin_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET jit = off
+    AS 'MODULE_PATHNAME', 'opledger_op_begin';
+COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
+    'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed, and says in next_action what the client must do (OL001 on reuse with other arguments)';

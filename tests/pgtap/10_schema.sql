@@ -26,7 +26,7 @@ SELECT has_column('opledger', 'operations', c, 'operations.' || c)
                     'lease_expires_at', 'result', 'error', 'provider_ref', 'created_at', 'updated_at', 'finished_at']) AS c;
 SELECT is((SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
             WHERE attrelid = 'opledger.begin_result'::regclass AND attnum > 0),
-          'decision,operation_id,status,attempt,result,error,provider_ref,retry_after,lease_expires_at,finished_at,purged,fingerprint_alg,args_hash,lease_owner',
+          'decision,operation_id,status,attempt,result,error,provider_ref,retry_after,lease_expires_at,finished_at,purged,fingerprint_alg,args_hash,lease_owner,next_action',
           'begin_result columns');
 
 -- Distribution by operation_id (Citus): every primary key and unique index of a table keyed by operation includes operation_id

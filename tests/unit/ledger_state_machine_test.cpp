@@ -341,6 +341,26 @@ TEST(LedgerVocabulary, DecisionNamesAreTheSpecWords) {
     EXPECT_STREQ(decision_name(Decision::failed), "failed");
 }
 
+TEST(LedgerVocabulary, EachDecisionHasTheNextActionClientsTake) {
+    EXPECT_EQ(next_action(Decision::execute), NextAction::call_tool);
+    EXPECT_EQ(next_action(Decision::replay), NextAction::return_result);
+    EXPECT_EQ(next_action(Decision::in_progress), NextAction::wait);
+    EXPECT_EQ(next_action(Decision::retry_later), NextAction::wait);
+    EXPECT_EQ(next_action(Decision::reconcile), NextAction::reconcile);
+    EXPECT_EQ(next_action(Decision::needs_approval), NextAction::get_approval);
+    EXPECT_EQ(next_action(Decision::failed), NextAction::raise_error);
+    // The names are what op_begin returns in next_action and what the clients switch on.
+    const char* const expected[kNextActionCount] = {"call_tool", "return_result", "wait",
+                                                    "reconcile", "get_approval", "raise_error"};
+    for (int i = 0; i < kNextActionCount; ++i)
+        EXPECT_STREQ(next_action_name(static_cast<NextAction>(i)), expected[i]);
+    // Only execute lets a client call the tool.
+    for (int i = 0; i < kDecisionCount; ++i) {
+        const auto d = static_cast<Decision>(i);
+        EXPECT_EQ(next_action(d) == NextAction::call_tool, d == Decision::execute) << decision_name(d);
+    }
+}
+
 TEST(LedgerVocabulary, OutcomeNamesRoundTrip) {
     EXPECT_STREQ(outcome_name(Outcome::applied), "applied");
     EXPECT_STREQ(outcome_name(Outcome::not_applied), "not_applied");

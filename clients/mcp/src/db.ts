@@ -35,7 +35,11 @@ function jsonText(v: unknown, what: string): string {
 // columns the gateway reads: op_begin's row without the fingerprint (args_hash, bytea),
 // op_succeed's and op_fail's row (the whole operation, with its args and result as jsonb)
 // reduced to its status. The statements and their durability are those of the TS client.
-const BEGIN_COLUMNS = 'decision, operation_id, status, attempt, result, error, provider_ref, retry_after, lease_expires_at, finished_at, purged, lease_owner';
+// The columns are checked against the installed opledger.begin_result type by the
+// gateway's tests (every one exists, and only BEGIN_COLUMNS_LEFT_OUT are not read).
+export const BEGIN_COLUMNS = 'decision, operation_id, status, attempt, result, error, provider_ref, retry_after, lease_expires_at, finished_at, purged, lease_owner, next_action';
+/** The begin_result columns the gateway does not read. */
+export const BEGIN_COLUMNS_LEFT_OUT = ['fingerprint_alg', 'args_hash'] as const;
 const BEGIN_DERIVED = {
   name: 'opledger_mcp_begin_derived',
   text: `SELECT ${BEGIN_COLUMNS} FROM opledger.op_begin(opledger.derive_operation_id($1, $2::jsonb)::text, $3, $4::jsonb, $5, $6, $7::interval)`,

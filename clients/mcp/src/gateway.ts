@@ -486,24 +486,25 @@ export class Session {
         throw e;
       }
       c.opId = d.operationId;
-      const info: DecisionInfo = { decision: d.decision, operationId: d.operationId, status: d.status, attempt: d.attempt, retryAfter: d.retryAfter };
+      const info: DecisionInfo = { decision: d.decision, nextAction: d.nextAction, operationId: d.operationId, status: d.status, attempt: d.attempt, retryAfter: d.retryAfter };
       log('info', 'decision', {
         tool: name, effect: p.effect, operationId: d.operationId, decision: d.decision, attempt: d.attempt,
         ms: Date.now() - started, ledger_ms: Math.round((performance.now() - t0) * 100) / 100,
       });
       if (c.cancelled) {
-        if (d.decision === 'execute') await this.record('fail', c, { reason: 'cancelled by the client before it was sent' }, true);
+        if (d.nextAction === 'call_tool') await this.record('fail', c, { reason: 'cancelled by the client before it was sent' }, true);
         return null;
       }
-      switch (d.decision) {
-        case 'execute':
+      // The step each decision calls for is the ledger's (next_action), the same one the
+      // TypeScript and Python clients take.
+      switch (d.nextAction) {
+        case 'call_tool':
           return this.execute(c, name, args, fwdMeta, p, d);
-        case 'replay':
+        case 'return_result':
           return { result: storedResult(d.result as CallToolResult, p, info) };
-        case 'failed':
+        case 'raise_error':
           return { result: this.failedResult(p, info, d.error) };
-        case 'in_progress':
-        case 'retry_later': {
+        case 'wait': {
           const local = this.gw.inflight.get(d.operationId);
           const untilMs = d.retryAfter ? d.retryAfter.getTime() - Date.now() : 0;
           if (local && rounds < 6) {
@@ -525,7 +526,7 @@ export class Session {
           }
           return { result: decisionResult(p, info, reconcileText(info)) };
         }
-        case 'needs_approval': {
+        case 'get_approval': {
           const r = await this.approval(m.id, forwardedArgs(args, p, d.operationId), p, info, rounds);
           if (r === 'approved') continue;
           return { result: r };
@@ -592,7 +593,7 @@ export class Session {
     if (p.idempotencyKey?.meta) fwdMeta[p.idempotencyKey.meta] = opId;
     let done!: () => void;
     this.gw.inflight.set(opId, new Promise<void>((r) => { done = r; }));
-    const info: DecisionInfo = { decision: 'execute', operationId: opId, attempt: d.attempt };
+    const info: DecisionInfo = { decision: 'execute', nextAction: d.nextAction, operationId: opId, attempt: d.attempt };
     try {
       const r = await this.forwardCall(c, name, fwdArgs, fwdMeta, p);
       if (this.gw.killAfterCall > 0 && Math.random() < this.gw.killAfterCall) {

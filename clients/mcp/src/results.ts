@@ -19,6 +19,8 @@ export const META_OPERATION_ID = 'opledger/operation-id';
 
 export interface DecisionInfo {
   decision: string;
+  /** What the ledger says a client must do with the decision (op_begin's next_action). */
+  nextAction?: string;
   operationId: string;
   status?: string;
   attempt?: number;

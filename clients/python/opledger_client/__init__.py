@@ -17,12 +17,12 @@ from .errors import (ArgumentMismatch, InvalidTransition, LeaseTooShort, LedgerN
                      ReconciliationRequired, ToolTimeout, UnregisteredTool, WaitTimeout)
 from .execute import execute_once, idempotent_tool, reconcile_batch
 from .ledger import Ledger
-from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotApplied, Operation, OperationRow,
+from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NextAction, NotApplied, Operation, OperationRow,
                     OpStatus, Reconciled, ToolEffect)
 
 __all__ = [
     "Applied", "ArgumentMismatch", "BeginResult", "Decision", "ErrorClass", "Failed", "InvalidTransition",
-    "LeaseTooShort", "Ledger", "LedgerNotice", "LedgerSqlError", "PermissionDenied", "ToolTimeout", "NeedsApproval", "NotApplied", "NotJsonSerializable", "Operation", "OperationFailed", "OperationRow",
+    "LeaseTooShort", "Ledger", "NextAction", "LedgerNotice", "LedgerSqlError", "PermissionDenied", "ToolTimeout", "NeedsApproval", "NotApplied", "NotJsonSerializable", "Operation", "OperationFailed", "OperationRow",
     "OpStatus", "OpledgerError", "OutcomeUnknown", "Reconciled", "ReconciliationRequired", "ToolEffect", "UnregisteredTool",
     "WaitTimeout", "execute_once", "idempotent_tool", "reconcile_batch",
 ]

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional, TypeVar
 from .errors import (InvalidTransition, LeaseTooShort, NeedsApproval, OperationFailed, OutcomeUnknown,
                      PermissionDenied, ReconciliationRequired, ToolTimeout, WaitTimeout)
 from .ledger import Ledger, NoticeHandler, dumps
-from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NotApplied, Operation,
+from .types import (Applied, BeginResult, Decision, ErrorClass, Failed, NextAction, NotApplied, Operation,
                     OperationRow, OpStatus, ReconcileOutcome, Reconciled)
 
 T = TypeVar("T")
@@ -60,7 +60,7 @@ def _ledger(db: Any, on_notice: Optional[NoticeHandler] = None) -> Ledger:
 def _failed_from(row: OperationRow) -> BeginResult:
     """The decision ``failed`` for a row op_resolve has just finally failed."""
     return BeginResult(Decision.FAILED, row.operation_id, row.status, row.attempt, result=row.result,
-                       error=row.error, provider_ref=row.provider_ref)
+                       error=row.error, provider_ref=row.provider_ref, next_action=NextAction.RAISE_ERROR)
 
 
 def _call_with_timeout(call_tool: Callable[[Operation, int], T], op: Operation, attempt: int,
@@ -187,17 +187,19 @@ def execute_once(db: Any, op: Operation, call_tool: Callable[[Operation, int], T
         d = ledger.begin(op)
         if on_decision:
             on_decision(d)
-        if d.decision is Decision.REPLAY:
+        # The step is the extension's (next_action), the same every opledger client takes.
+        action = d.next_action
+        if action is NextAction.RETURN_RESULT:
             return d.result
-        if d.decision is Decision.FAILED:
+        if action is NextAction.RAISE_ERROR:
             raise OperationFailed(d)
-        if d.decision is Decision.NEEDS_APPROVAL:
+        if action is NextAction.GET_APPROVAL:
             raise NeedsApproval(d)
-        if d.decision in (Decision.IN_PROGRESS, Decision.RETRY_LATER):
+        if action is NextAction.WAIT:
             until = (d.retry_after - datetime.now(timezone.utc)).total_seconds() if d.retry_after else min_sleep
             pause_for(until, d, lambda: wait_timeout(d))
             continue
-        if d.decision is Decision.RECONCILE:
+        if action is NextAction.RECONCILE:
             if reconcile is None:
                 raise ReconciliationRequired(d)
             found = reconcile(op, d)
@@ -223,7 +225,8 @@ def execute_once(db: Any, op: Operation, call_tool: Callable[[Operation, int], T
             if resolved.status is OpStatus.FAILED:
                 raise OperationFailed(_failed_from(resolved))
             continue
-        # Decision.EXECUTE.
+        if action is not NextAction.CALL_TOOL:
+            raise ValueError(f"unhandled next_action {action.value}")
         if timeout is not None and d.lease_expires_at is not None:
             # The lease must outlast the tool call: else it ends while the tool may
             # still run, and another worker takes the operation over. Nothing ran yet.
@@ -281,7 +284,7 @@ def reconcile_batch(db: Any, worker: str, hook: ReconcileHook, *,
     for row in ledger.claim_reconciliation(worker, max_rows, lease):
         op = Operation(row.operation_id, row.tool, row.args, conversation_id=row.conversation_id, worker=worker)
         begin = BeginResult(Decision.RECONCILE, row.operation_id, row.status, row.attempt,
-                            error=row.error, provider_ref=row.provider_ref)
+                            error=row.error, provider_ref=row.provider_ref, next_action=NextAction.RECONCILE)
         found = hook(op, begin)
         if found is None:
             continue

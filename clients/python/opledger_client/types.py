@@ -19,6 +19,19 @@ class Decision(str, enum.Enum):
     FAILED = "failed"                  # final failure: surface error
 
 
+class NextAction(str, enum.Enum):
+    """What the client must do with op_begin's answer (begin_result.next_action).
+
+    The extension decides it for each decision, so every opledger client takes the
+    same step; execute_once dispatches on it."""
+    CALL_TOOL = "call_tool"          # execute
+    RETURN_RESULT = "return_result"  # replay
+    WAIT = "wait"                    # in_progress, retry_later: wait until retry_after, ask again
+    RECONCILE = "reconcile"          # ask the provider, op_resolve, ask again
+    GET_APPROVAL = "get_approval"    # needs_approval: a person must op_approve
+    RAISE_ERROR = "raise_error"      # failed: surface error
+
+
 class OpStatus(str, enum.Enum):
     AWAITING_APPROVAL = "awaiting_approval"
     PENDING = "pending"
@@ -58,11 +71,17 @@ class BeginResult:
     #: who holds the lease (in_progress), when the extension reports it; else None
     lease_owner: Optional[str] = None
     lease_expires_at: Optional[datetime] = None
+    #: what to do next (decided by the extension for the decision)
+    next_action: NextAction = NextAction.RAISE_ERROR
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "BeginResult":
+        if row.get("next_action") is None:
+            raise ValueError("op_begin returned no next_action: this client needs opledger 0.5.0 or later "
+                             "(ALTER EXTENSION opledger UPDATE)")
         return cls(
             decision=Decision(row["decision"]),
+            next_action=NextAction(row["next_action"]),
             operation_id=row["operation_id"],
             status=OpStatus(row["status"]),
             attempt=int(row["attempt"]),

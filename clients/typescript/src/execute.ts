@@ -112,7 +112,7 @@ const isPermissionDenied = (err: unknown) => (err as { code?: unknown } | null)?
 
 /** The decision `failed` for a row op_resolve has just finally failed. */
 const failedFrom = (row: OperationRow): BeginResult => ({
-  decision: 'failed', operationId: row.operationId, status: row.status, attempt: row.attempt, result: row.result,
+  decision: 'failed', nextAction: 'raise_error', operationId: row.operationId, status: row.status, attempt: row.attempt, result: row.result,
   error: row.error, providerRef: row.providerRef, retryAfter: null, finishedAt: null, purged: false,
 });
 
@@ -143,16 +143,18 @@ async function callWithTimeout<T, A>(callTool: (ctx: ToolCallContext<A>) => Prom
 
 /**
  * Runs `callTool` at most once per operation ID, however often it is called, by any
- * number of workers: it asks op_begin, and
- *  - execute: calls the tool and reports op_succeed / op_fail / op_mark_unknown. Any
+ * number of workers: it asks op_begin and does what its next_action says (the extension
+ * decides it for each decision, so every opledger client takes the same step):
+ *  - call_tool (execute): calls the tool and reports op_succeed / op_fail / op_mark_unknown. Any
  *    failure after the tool returned (a result that is not JSON, op_succeed failing,
  *    a lost connection) is op_mark_unknown and OutcomeUnknownError, never a bare error;
- *  - replay: returns the stored result without calling the tool;
- *  - in_progress, retry_later: waits until retry_after, at most maxWaitMs in all, then
+ *  - return_result (replay): returns the stored result without calling the tool;
+ *  - wait (in_progress, retry_later): waits until retry_after, at most maxWaitMs in all, then
  *    throws WaitTimeoutError (with retry_after and the lease owner);
  *  - reconcile: runs the reconcile hook and op_resolve (on `reconciler`); applied returns
  *    the result op_resolve recorded, failed throws OperationFailedError, not_applied asks again;
- *  - needs_approval, failed: throws NeedsApprovalError / OperationFailedError.
+ *  - get_approval (needs_approval), raise_error (failed): throws NeedsApprovalError /
+ *    OperationFailedError.
  * Returns the tool's result (or the stored one). Pass a pg.Pool (each call commits
  * on its own), not a client inside an open transaction.
  */
@@ -199,18 +201,17 @@ export async function executeOnce<T = JsonValue, A = JsonValue>(
   for (;;) {
     const d = await ledger.begin(op);
     options.onDecision?.(d);
-    switch (d.decision) {
-      case 'replay':
+    switch (d.nextAction) {
+      case 'return_result':
         return d.result as T;
 
-      case 'failed':
+      case 'raise_error':
         throw new OperationFailedError(d);
 
-      case 'needs_approval':
+      case 'get_approval':
         throw new NeedsApprovalError(d);
 
-      case 'in_progress':
-      case 'retry_later': {
+      case 'wait': {
         const untilMs = d.retryAfter ? d.retryAfter.getTime() - Date.now() : minSleep;
         if (await pause(untilMs)) continue;
         let owner = d.leaseOwner ?? null;
@@ -250,7 +251,7 @@ export async function executeOnce<T = JsonValue, A = JsonValue>(
         continue;
       }
 
-      case 'execute': {
+      case 'call_tool': {
         if (timeoutMs !== undefined && d.leaseExpiresAt) {
           // The lease must outlast the tool call: else it ends while the tool may still
           // run, and another worker takes the operation over. Nothing ran yet.
@@ -295,8 +296,8 @@ export async function executeOnce<T = JsonValue, A = JsonValue>(
       }
 
       default: {
-        const never: never = d;
-        throw new Error(`unhandled decision ${JSON.stringify(never)}`);
+        const never: never = d.nextAction;
+        throw new Error(`unhandled next_action ${JSON.stringify(never)}`);
       }
     }
   }

@@ -6,7 +6,7 @@ import { databaseErrorWithHint } from './errors.js';
 import { assertArgsObject, toJsonText } from './json.js';
 import { queryReportingNotices, warnNotice, type LedgerNotice, type NoticeHandler } from './notices.js';
 import {
-  DECISIONS, GUARANTEES, TOOL_EFFECTS, type BeginResult, type JsonValue, type OperationRow, type Operation,
+  DECISIONS, GUARANTEES, NEXT_ACTIONS, TOOL_EFFECTS, type BeginResult, type JsonValue, type OperationRow, type Operation,
   type OpStatus, type ToolEffect,
 } from './types.js';
 
@@ -47,8 +47,15 @@ export function parseBeginRow(row: Record<string, any>): BeginResult {
   if (!DECISIONS.includes(decision)) {
     throw new Error(`op_begin returned an unknown decision: ${String(decision)}`);
   }
+  const nextAction = row.next_action;
+  if (!NEXT_ACTIONS.includes(nextAction)) {
+    throw new Error(nextAction === undefined || nextAction === null
+      ? 'op_begin returned no next_action: this client needs opledger 0.5.0 or later (ALTER EXTENSION opledger UPDATE)'
+      : `op_begin returned an unknown next_action: ${String(nextAction)}`);
+  }
   return {
     decision,
+    nextAction,
     operationId: row.operation_id,
     status: row.status as OpStatus,
     attempt: Number(row.attempt),

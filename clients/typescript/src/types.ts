@@ -11,7 +11,20 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 /** A JSON object: what a tool's `args` must be. */
 export type JsonObject = { [key: string]: JsonValue };
 
+/**
+ * What the client must do with op_begin's answer (begin_result.next_action), decided
+ * by the extension for each decision, so every client takes the same step:
+ * call_tool (execute), return_result (replay), wait (in_progress, retry_later),
+ * reconcile, get_approval (needs_approval), raise_error (failed).
+ */
+export type NextAction = 'call_tool' | 'return_result' | 'wait' | 'reconcile' | 'get_approval' | 'raise_error';
+
+export const NEXT_ACTIONS: readonly NextAction[] =
+  ['call_tool', 'return_result', 'wait', 'reconcile', 'get_approval', 'raise_error'];
+
 interface BeginCommon {
+  /** What to do next; executeOnce dispatches on it. */
+  nextAction: NextAction;
   operationId: string;
   status: OpStatus;
   attempt: number;

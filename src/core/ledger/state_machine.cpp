@@ -17,6 +17,8 @@ constexpr const char* kEffectNames[kEffectCount] = {"read_only", "idempotent_wri
                                                     "irreversible"};
 constexpr const char* kDecisionNames[] = {"execute", "replay", "in_progress", "retry_later",
                                           "reconcile", "needs_approval", "failed"};
+constexpr const char* kNextActionNames[] = {"call_tool", "return_result", "wait",
+                                            "reconcile", "get_approval", "raise_error"};
 constexpr const char* kOutcomeNames[] = {"applied", "not_applied", "failed"};
 
 // A transition under construction: the state before, the state after, and what
@@ -180,6 +182,21 @@ std::optional<Effect> parse_effect(std::string_view name) noexcept {
 }
 
 const char* decision_name(Decision decision) noexcept { return kDecisionNames[static_cast<int>(decision)]; }
+
+NextAction next_action(Decision decision) noexcept {
+    switch (decision) {
+        case Decision::execute: return NextAction::call_tool;
+        case Decision::replay: return NextAction::return_result;
+        case Decision::in_progress:
+        case Decision::retry_later: return NextAction::wait;
+        case Decision::reconcile: return NextAction::reconcile;
+        case Decision::needs_approval: return NextAction::get_approval;
+        case Decision::failed: return NextAction::raise_error;
+    }
+    return NextAction::raise_error;  // unreachable: every decision is listed above
+}
+
+const char* next_action_name(NextAction action) noexcept { return kNextActionNames[static_cast<int>(action)]; }
 
 std::optional<Outcome> parse_outcome(std::string_view name) noexcept {
     for (int i = 0; i < 3; ++i)

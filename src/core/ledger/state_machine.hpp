@@ -153,6 +153,22 @@ struct Metrics {
 // op_begin's answers.
 enum class Decision : std::uint8_t { execute, replay, in_progress, retry_later, reconcile, needs_approval, failed };
 const char* decision_name(Decision decision) noexcept;
+inline constexpr int kDecisionCount = 7;
+
+// What a client must do next with op_begin's answer. Every client (the TypeScript and
+// Python ones, the MCP gateway) dispatches on this instead of keeping its own reading
+// of the decisions, so the consequence of a decision is written once, here.
+enum class NextAction : std::uint8_t {
+    call_tool,      // execute: call the tool with the operation ID as its idempotency key, then report
+    return_result,  // replay: hand back the stored result; never call the tool
+    wait,           // in_progress, retry_later: wait until retry_after, then ask op_begin again
+    reconcile,      // reconcile: ask the provider, record it with op_resolve, then ask again
+    get_approval,   // needs_approval: a person must op_approve (or op_reject), then ask again
+    raise_error,    // failed: stop and surface the stored error
+};
+inline constexpr int kNextActionCount = 6;
+NextAction next_action(Decision decision) noexcept;
+const char* next_action_name(NextAction action) noexcept;
 
 // What one call does to one operation.
 struct Transition {

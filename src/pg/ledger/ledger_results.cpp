@@ -1,6 +1,7 @@
 // Result rows of the op_* functions (see ledger_results.hpp).
 #include "pg/ledger/ledger_results.hpp"
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -144,6 +145,74 @@ Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadableP
     return form_result(desc, values.data(), nulls);
 }
 
+const std::array<const char*, kBeginResultColumnCount>& begin_result_columns() {
+    static const std::array<const char*, kBeginResultColumnCount> names = {
+        "decision",    "operation_id",     "status",      "attempt", "result",          "error",
+        "provider_ref", "retry_after",     "lease_expires_at", "finished_at", "purged", "fingerprint_alg",
+        "args_hash",   "lease_owner",      "next_action",
+    };
+    return names;
+}
+
+namespace {
+
+// Indices into begin_result_columns().
+enum BeginColumn : int {
+    kDecision, kOperationId, kStatus, kAttempt, kResult, kError, kProviderRef, kRetryAfter,
+    kLeaseExpiresAt, kFinishedAt, kPurged, kFingerprintAlg, kArgsHash, kLeaseOwner, kNextAction,
+};
+static_assert(kNextAction + 1 == kBeginResultColumnCount, "one index per begin_result column");
+
+// Where each attribute of the declared begin_result type finds its value: the index in
+// begin_result_columns() of attribute i (-1: a dropped attribute, always NULL). Checked
+// against the type's attribute names on every call (one strcmp each) and worked out
+// again when they differ, so the type is read by name, and a column the library does
+// not know, or one it fills that the type lacks, is an error.
+struct BeginLayout {
+    std::vector<int> column;
+};
+
+bool layout_matches(const BeginLayout& layout, TupleDesc desc) {
+    if (static_cast<int>(layout.column.size()) != desc->natts) return false;
+    const auto& names = begin_result_columns();
+    for (int i = 0; i < desc->natts; ++i) {
+        const int c = layout.column[i];
+        if (c < 0 ? !TupleDescAttr(desc, i)->attisdropped : !column_named(desc, i, names[c])) return false;
+    }
+    return true;
+}
+
+[[noreturn]] void begin_result_mismatch() {
+    throw SqlError(ERRCODE_DATATYPE_MISMATCH, "opledger: opledger.begin_result does not have the columns op_begin fills",
+                   "The installed type and the library disagree; reinstall or update the extension.");
+}
+
+const BeginLayout& begin_layout(TupleDesc desc) {
+    static BeginLayout cached;
+    if (layout_matches(cached, desc)) return cached;
+    const auto& names = begin_result_columns();
+    BeginLayout layout;
+    layout.column.assign(desc->natts, -1);
+    std::array<bool, kBeginResultColumnCount> seen{};
+    int filled = 0;
+    for (int i = 0; i < desc->natts; ++i) {
+        const Form_pg_attribute attr = TupleDescAttr(desc, i);
+        if (attr->attisdropped) continue;
+        int found = -1;
+        for (int c = 0; c < kBeginResultColumnCount; ++c)
+            if (strcmp(NameStr(attr->attname), names[c]) == 0) found = c;
+        if (found < 0 || seen[found]) begin_result_mismatch();
+        seen[found] = true;
+        layout.column[i] = found;
+        ++filled;
+    }
+    if (filled != kBeginResultColumnCount) begin_result_mismatch();
+    cached = std::move(layout);
+    return cached;
+}
+
+}  // namespace
+
 Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decision decision,
                    const std::optional<core::ledger::Micros>& retry_after, Oid role) {
     // A keyed fingerprint goes only to a role that may read it in the table: taken
@@ -154,39 +223,48 @@ Datum begin_result(TupleDesc desc, const OperationRow& row, core::ledger::Decisi
         const Oid relid = operations_relid();
         return pg_class_aclcheck(relid, role, ACL_SELECT) != ACLCHECK_OK && !column_readable(role, relid, "args_hash");
     });
-    constexpr int kColumns = 14;
-    if (desc->natts != kColumns)
-        throw SqlError(ERRCODE_DATATYPE_MISMATCH, "opledger: begin_result does not have the expected 14 columns");
+    const BeginLayout& layout = begin_layout(desc);
     const core::ledger::OperationState& s = row.state;
-    const Oid status_type = TupleDescAttr(desc, 2)->atttypid;
-    const char* status = core::ledger::status_name(s.status);
-    const Datum status_datum = pg_call([&] {
-        return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
-    });
-    Datum values[kColumns];
-    bool nulls[kColumns];
-    auto put = [&](int i, const Value& v) {
-        values[i] = v.null ? 0 : v.datum;
-        nulls[i] = v.null;
+    // The values in begin_result_columns() order, placed in the type's own order below.
+    Value by_name[kBeginResultColumnCount];
+    auto time = [](const std::optional<core::ledger::Micros>& t) {
+        return t ? Value::of(TimestampTzGetDatum(*t)) : Value{};
     };
-    auto put_time = [&](int i, const std::optional<core::ledger::Micros>& t) {
-        put(i, t ? Value::of(TimestampTzGetDatum(*t)) : Value{});
-    };
-    put(0, Value::of(string_to_text(core::ledger::decision_name(decision))));
-    put(1, row.operation_id);
-    put(2, Value::of(status_datum));
-    put(3, Value::of(Int32GetDatum(s.attempt)));
-    put(4, row.result);
-    put(5, row.error);
-    put(6, s.provider_ref ? Value::of(string_to_text(*s.provider_ref)) : Value{});
-    put_time(7, retry_after);
-    put_time(8, s.lease_expires_at);
-    put_time(9, s.finished_at);
-    put(10, Value::of(BoolGetDatum(s.purged)));
-    put(11, Value::of(string_to_text(row.fingerprint_alg)));
-    put(12, hide_hash ? Value{} : Value::of(string_to_bytea(row.args_hash)));
-    put(13, s.lease_owner ? Value::of(string_to_text(*s.lease_owner)) : Value{});
-    return form_result(desc, values, nulls);
+    by_name[kDecision] = Value::of(string_to_text(core::ledger::decision_name(decision)));
+    by_name[kOperationId] = row.operation_id;
+    by_name[kAttempt] = Value::of(Int32GetDatum(s.attempt));
+    by_name[kResult] = row.result;
+    by_name[kError] = row.error;
+    by_name[kProviderRef] = s.provider_ref ? Value::of(string_to_text(*s.provider_ref)) : Value{};
+    by_name[kRetryAfter] = time(retry_after);
+    by_name[kLeaseExpiresAt] = time(s.lease_expires_at);
+    by_name[kFinishedAt] = time(s.finished_at);
+    by_name[kPurged] = Value::of(BoolGetDatum(s.purged));
+    by_name[kFingerprintAlg] = Value::of(string_to_text(row.fingerprint_alg));
+    by_name[kArgsHash] = hide_hash ? Value{} : Value::of(string_to_bytea(row.args_hash));
+    by_name[kLeaseOwner] = s.lease_owner ? Value::of(string_to_text(*s.lease_owner)) : Value{};
+    by_name[kNextAction] =
+        Value::of(string_to_text(core::ledger::next_action_name(core::ledger::next_action(decision))));
+    std::vector<Datum> values(desc->natts, 0);
+    std::vector<char> nulls_storage(desc->natts, 1);
+    bool* nulls = reinterpret_cast<bool*>(nulls_storage.data());
+    for (int i = 0; i < desc->natts; ++i) {
+        const int c = layout.column[i];
+        if (c < 0) continue;  // a dropped attribute
+        if (c == kStatus) {
+            // The enum's type is the attribute's own (opledger.op_status).
+            const Oid status_type = TupleDescAttr(desc, i)->atttypid;
+            const char* status = core::ledger::status_name(s.status);
+            values[i] = pg_call([&] {
+                return DirectFunctionCall2(enum_in, CStringGetDatum(status), ObjectIdGetDatum(status_type));
+            });
+            nulls[i] = false;
+            continue;
+        }
+        values[i] = by_name[c].null ? 0 : by_name[c].datum;
+        nulls[i] = by_name[c].null;
+    }
+    return form_result(desc, values.data(), nulls);
 }
 
 }  // namespace opledger::pg::ledger

@@ -2,6 +2,8 @@
 // opledger.operations row for the reports and op_claim_reconciliation.
 #pragma once
 
+#include <array>
+
 #include "pg/ledger/ledger_store.hpp"
 
 namespace opledger::pg::ledger {
@@ -34,6 +36,13 @@ void operations_values(const WrittenRow& w, TupleDesc target, Datum* values, boo
                        const ReadablePayloads& readable);
 // The written row as the function's result (call before SPI_finish).
 Datum return_operations_row(const WrittenRow& w, TupleDesc desc, const ReadablePayloads& readable);
+
+// The columns of opledger.begin_result that op_begin fills, by name. The SQL type
+// (control/install/30_ledger_functions.sql) is the definition; op_begin places each
+// value by the installed type's attribute names and refuses a type whose columns are
+// not exactly these (tests/pgtap/21_begin_result_columns.sql checks both directions).
+inline constexpr int kBeginResultColumnCount = 15;
+const std::array<const char*, kBeginResultColumnCount>& begin_result_columns();
 
 // op_begin's answer for the operation as it is after the call, to the calling role
 // (a keyed args_hash only if it may read that column).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/jcs.hpp"
+#include "core/ledger/bounds.hpp"
 #include "core/ledger/state_machine.hpp"
 #include "pg/boundary.hpp"
 #include "pg/interrupts.hpp"
@@ -287,7 +288,7 @@ Datum check_pointers(FunctionCallInfo fcinfo) {
 }
 
 Datum random_secret(FunctionCallInfo) {
-    unsigned char secret[32];
+    unsigned char secret[core::ledger::kHmacKeyBytes];
     const bool ok = pg_call([&] { return pg_strong_random(secret, sizeof secret); });
     if (!ok) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: could not generate random bytes");
     return string_to_bytea(std::string_view(reinterpret_cast<char*>(secret), sizeof secret));

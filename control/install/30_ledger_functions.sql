@@ -252,58 +252,11 @@ COMMENT ON FUNCTION opledger.op_claim_reconciliation(text, integer, interval) IS
     'Claims up to max_rows unknown operations for this reconciler (oldest first, FOR UPDATE SKIP LOCKED, claim held for lease)';
 
 CREATE FUNCTION opledger.op_purge(older_than interval) RETURNS integer
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
-AS $$
-DECLARE
-    purge_time timestamptz := pg_catalog.clock_timestamp();
-    scope text := opledger.current_tenant();  -- '*': every tenant
-    cutoff timestamptz;
-    candidate text;
-    purged integer := 0;
-BEGIN
-    IF older_than IS NULL THEN
-        RAISE EXCEPTION 'op_purge: older_than must not be null' USING ERRCODE = '22004';
-    END IF;
-    IF older_than < '0'::interval OR older_than > '100 years'::interval THEN
-        RAISE EXCEPTION 'op_purge: older_than must be between 0 and 100 years' USING ERRCODE = '22023';
-    END IF;
-    cutoff := purge_time OPERATOR(pg_catalog.-) older_than;
-    -- The candidates are read without locks (an index scan that Citus can run on every
-    -- shard), then each is locked alone by its ID (SKIP LOCKED: a row another
-    -- transaction holds waits for the next purge) by a statement that checks it again,
-    -- so a row that no longer qualifies is not locked, and purged by statements that
-    -- name that one operation and take the time as a value. Only the caller's tenant's
-    -- operations qualify (every tenant's for admins, superusers and '*'): the shipped
-    -- roles give op_purge to opledger_admin only, and a role an operator grants it to
-    -- purges its own tenant's operations. Each statement checks for a query cancel.
-    -- Tombstones keep ID, tool, fingerprint, final status and finished_at, so a late
-    -- duplicate is still answered replay/failed; payloads and events go.
-    -- (IN, like the predicate of operations_finished_idx, so that index serves it.)
-    FOR candidate IN
-        SELECT o.operation_id FROM opledger.operations AS o
-         WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged
-           AND o.finished_at OPERATOR(pg_catalog.<) cutoff
-           AND (o.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*')
-    LOOP
-        PERFORM 1 FROM opledger.operations AS o
-          WHERE o.operation_id OPERATOR(pg_catalog.=) candidate
-            AND o.status IN ('succeeded', 'failed') AND NOT o.purged
-            AND o.finished_at OPERATOR(pg_catalog.<) cutoff
-            AND (o.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*')
-            FOR UPDATE SKIP LOCKED;
-        CONTINUE WHEN NOT FOUND;
-        UPDATE opledger.operations AS o
-           SET args = NULL, result = NULL, error = NULL, approval_note = NULL,
-               purged = true, purged_at = purge_time
-         WHERE o.operation_id OPERATOR(pg_catalog.=) candidate;
-        DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) candidate;
-        purged := purged OPERATOR(pg_catalog.+) 1;
-    END LOOP;
-    RETURN purged;
-END
-$$;
+    SET jit = off
+    AS 'MODULE_PATHNAME', 'opledger_op_purge';
 COMMENT ON FUNCTION opledger.op_purge(interval) IS
     'Purges the caller''s tenant''s final operations finished before now() - older_than: deletes their events and payloads, keeps a tombstone that still answers late duplicates';
 

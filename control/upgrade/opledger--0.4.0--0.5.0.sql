@@ -20,6 +20,12 @@ CREATE OR REPLACE FUNCTION opledger.op_begin(
     worker           text DEFAULT NULL,
     lease            interval DEFAULT NULL
 ) RETURNS opledger.begin_result
+-- Purge through the store: op_purge becomes a C function. Each purge is a transition of
+-- the state machine written by the same path as every other call, so it sets
+-- updated_at, takes its time after the row's lock, runs with jit off like the other
+-- op_* functions, and deletes the events through the executor like every other write.
+-- Signature, result, comment and privileges stay (CREATE OR REPLACE keeps the grants).
+CREATE OR REPLACE FUNCTION opledger.op_purge(older_than interval) RETURNS integer
     LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
@@ -27,3 +33,4 @@ CREATE OR REPLACE FUNCTION opledger.op_begin(
     AS 'MODULE_PATHNAME', 'opledger_op_begin';
 COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
     'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed, and says in next_action what the client must do (OL001 on reuse with other arguments)';
+    AS 'MODULE_PATHNAME', 'opledger_op_purge';

@@ -1699,6 +1699,66 @@ TEST(LedgerClaim, ExpiredClaimCanBeTakenOver) {
     EXPECT_EQ(t.after.claim_expires_at, T0 + 30 * kSec);
 }
 
+// ---------------------------------------------------------------------------
+// op_purge: a final operation becomes a tombstone
+
+TEST(LedgerPurge, OnlyFinalUnpurgedOperationsFinishedBeforeTheCutoffArePurgeable) {
+    OperationState s = succeeded();
+    const Micros finished = *s.finished_at;
+    EXPECT_TRUE(purgeable(s, finished + 1));
+    EXPECT_FALSE(purgeable(s, finished)) << "finished exactly at the cutoff is not before it";
+    EXPECT_FALSE(purgeable(s, finished - kSec));
+    EXPECT_TRUE(purgeable(failed(), finished + 1));
+    s.purged = true;
+    EXPECT_FALSE(purgeable(s, T0 + kMin)) << "a tombstone is not purged twice";
+    OperationState no_time = succeeded();
+    no_time.finished_at.reset();
+    EXPECT_FALSE(purgeable(no_time, T0 + kMin));
+    for (const OperationState& o : {awaiting(), pending(), unknown(), retryable()})
+        EXPECT_FALSE(purgeable(o, kMaxMicros)) << sname(o.status);
+}
+
+TEST(LedgerPurge, TombstoneKeepsWhatAnswersALateDuplicateAndCountsNothing) {
+    OperationState s = succeeded(3, std::string("p9"));
+    s.approved_by = "alice";
+    s.approved_at = T0 - kMin;
+    s.approval_note = "ok, card ending 4242";
+    s.approval_attempt = 3;
+    s.late_successes = 1;
+    s.manual_interventions = 2;
+    const Transition t = purge(s);
+    EXPECT_TRUE(t.row_changed);
+    EXPECT_TRUE(t.tombstone);
+    EXPECT_EQ(t.decision, std::nullopt);
+    OperationState want = s;
+    want.purged = true;
+    want.approval_note.reset();
+    EXPECT_STATE(t.after, want);
+    // The payloads go with the tombstone flag, not as a cleared result: the store
+    // keeps the result's keyed fingerprint.
+    EXPECT_EQ(t.result, Payload::keep);
+    EXPECT_EQ(t.error, Payload::keep);
+    EXPECT_TRUE(t.events.empty()) << "a purge removes the audit trail, it adds nothing to it";
+    EXPECT_METRICS(t.metrics, Counts());
+}
+
+TEST(LedgerPurge, FailedStaysFailed) {
+    const Transition t = purge(failed(2));
+    EXPECT_EQ(t.after.status, Status::failed);
+    EXPECT_EQ(t.after.finished_at, T0 - kMin);
+    EXPECT_TRUE(t.after.purged);
+    EXPECT_METRICS(t.metrics, Counts());
+}
+
+TEST(LedgerPurge, ATombstoneStillAnswersLateDuplicates) {
+    for (const Policy& p : {kNonIdem, kIdem, kReadOnly, kIrreversible}) {
+        const Transition ok = purge(succeeded());
+        EXPECT_EQ(transition_of(begin_existing(ok.after, p, begin_call(), T0 + kMin)).decision, Decision::replay);
+        const Transition ko = purge(failed());
+        EXPECT_EQ(transition_of(begin_existing(ko.after, p, begin_call(), T0 + kMin)).decision, Decision::failed);
+    }
+}
+
 // ===========================================================================
 // One approval allows one execution of an irreversible operation (since
 // 0.3.0): approval_attempt names the one attempt an approval allows.

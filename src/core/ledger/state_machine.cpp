@@ -601,4 +601,17 @@ Transition claim(const OperationState& state, const ClaimCall& call, Micros now)
     return b.finish();
 }
 
+bool purgeable(const OperationState& state, Micros cutoff) noexcept {
+    return is_final(state.status) && !state.purged && state.finished_at && *state.finished_at < cutoff;
+}
+
+Transition purge(const OperationState& state) {
+    Builder b(state, true);
+    b.state().purged = true;
+    // The note is the approver's free text, a payload like the others.
+    b.state().approval_note.reset();
+    b.transition().tombstone = true;
+    return b.finish();
+}
+
 }  // namespace opledger::core::ledger

@@ -178,6 +178,12 @@ struct Transition {
     bool row_changed = false;           // false: nothing but events and metrics to write
     Payload result = Payload::keep;
     Payload error = Payload::keep;
+    // A purge: the row becomes a tombstone. Its arguments, result and error go (SQL
+    // NULL) and so does its whole audit trail; the keyed fingerprint of the result
+    // stays, so a repeated report of a redacting tool still compares as before, and
+    // every column that answers a late duplicate (ID, tool, fingerprint, final status,
+    // finished_at) stays. The SQL layer also records when (purged_at).
+    bool tombstone = false;
     std::vector<Event> events;          // in order
     Metrics metrics;
 };
@@ -284,5 +290,11 @@ Transition expire_lease(const OperationState& state, const Policy& policy, Micro
 bool claimable(const OperationState& state, Micros now) noexcept;
 // op_claim_reconciliation: the claim of a claimable operation (counts nothing).
 Transition claim(const OperationState& state, const ClaimCall& call, Micros now);
+// Whether op_purge may purge the operation: final, not purged yet, and finished
+// strictly before cutoff.
+bool purgeable(const OperationState& state, Micros cutoff) noexcept;
+// op_purge: the tombstone of a purgeable operation (purged, no approval note, no
+// payloads, no events; counts nothing: a purged operation still counts as final).
+Transition purge(const OperationState& state);
 
 }  // namespace opledger::core::ledger

@@ -6,23 +6,23 @@
 #include <optional>
 #include <string>
 
+#include "core/ledger/bounds.hpp"
 #include "core/ledger/state_machine.hpp"
 #include "pg/ledger/ledger_sql.hpp"
+#include "pg/sqlstates.hpp"
 
 namespace opledger::pg::ledger {
 
-inline constexpr int kOL001 = MAKE_SQLSTATE('O', 'L', '0', '0', '1');
-inline constexpr int kOL002 = MAKE_SQLSTATE('O', 'L', '0', '0', '2');
-inline constexpr int kOL003 = MAKE_SQLSTATE('O', 'L', '0', '0', '3');
-// Bounds of the text arguments (docs/security.md): each keeps every index entry
-// that holds it far below PostgreSQL's limit of about 2.7 kB, so no value can make a
-// write fail for reasons of size or stop op_sweep.
-inline constexpr std::size_t kMaxOperationIdBytes = 1024;
-inline constexpr std::size_t kMaxToolBytes = 256;
-inline constexpr std::size_t kMaxConversationIdBytes = 1024;
-inline constexpr std::size_t kMaxWorkerBytes = 256;  // worker, resolver, approver
-inline constexpr std::size_t kMaxProviderRefBytes = 512;
-inline constexpr std::size_t kMaxNoteBytes = 4096;
+// The SQLSTATEs and the text bounds have one definition each (core/ledger/bounds.hpp).
+using opledger::pg::kOL001;
+using opledger::pg::kOL002;
+using opledger::pg::kOL003;
+using core::ledger::kMaxOperationIdBytes;
+using core::ledger::kMaxToolBytes;
+using core::ledger::kMaxConversationIdBytes;
+using core::ledger::kMaxWorkerBytes;
+using core::ledger::kMaxProviderRefBytes;
+using core::ledger::kMaxNoteBytes;
 // Leases (op_begin's and the reconcilers' claims) and the limits of housekeeping.
 inline constexpr int64_t kMaxLeaseUs = 7LL * 24 * 3600 * 1000000;
 inline constexpr int kMaxSweepRows = 100000;

@@ -1,4 +1,4 @@
-// Housekeeping: op_sweep, op_claim_reconciliation, and the internal
+// Housekeeping: op_sweep, op_claim_reconciliation, op_purge, and the internal
 // helpers of register_tool (_check_pointers, _random_secret).
 #include <limits>
 #include <map>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/jcs.hpp"
+#include "core/ledger/bounds.hpp"
 #include "core/ledger/state_machine.hpp"
 #include "pg/boundary.hpp"
 #include "pg/interrupts.hpp"
@@ -19,6 +20,7 @@
 extern "C" {
 #include "catalog/pg_type_d.h"
 #include "funcapi.h"
+#include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/tuplestore.h"
 }
@@ -194,6 +196,58 @@ Datum op_claim_reconciliation(FunctionCallInfo fcinfo) {
     return (Datum)0;
 }
 
+// Candidates of op_purge per page: it has no max_rows, so a page only bounds what is
+// read ahead of the locks.
+constexpr int kPurgePage = 1000;
+
+// opledger.op_purge(older_than): the caller's tenant's final operations finished
+// before the call's time minus older_than become tombstones, one at a time, each
+// through the store like any other transition (the row's UPDATE with updated_at,
+// then the DELETE of its events). Candidates, locks and memory as in op_sweep.
+Datum op_purge(FunctionCallInfo fcinfo) {
+    require_not_null(fcinfo, 0, "op_purge", "older_than");
+    const Datum older_than = PG_GETARG_DATUM(0);
+    const bool in_range = pg_call([&] {
+        Interval zero{0, 0, 0};
+        Interval century{0, 0, 100 * MONTHS_PER_YEAR};
+        return !DatumGetBool(DirectFunctionCall2(interval_lt, older_than, IntervalPGetDatum(&zero))) &&
+               !DatumGetBool(DirectFunctionCall2(interval_gt, older_than, IntervalPGetDatum(&century)));
+    });
+    if (!in_range) invalid_parameter("op_purge: older_than must be between 0 and 100 years");
+    const sm::Micros now = GetCurrentTimestamp();
+    // Calendar arithmetic in the session's time zone, as timestamptz - interval does.
+    const sm::Micros cutoff = pg_call([&] {
+        return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval, TimestampTzGetDatum(now), older_than));
+    });
+    SpiConnection spi;
+    const Caller caller = current_caller();
+    CallValues values;
+    set_caller(values, caller);
+    const Datum tenant = string_to_text(caller.tenant);
+    const std::vector<Datum> recheck = {TimestampTzGetDatum(cutoff), BoolGetDatum(caller.all_tenants), tenant};
+    Candidates candidates(PlanId::purge_candidates,
+                          {TimestampTzGetDatum(cutoff), Int32GetDatum(kPurgePage), BoolGetDatum(caller.all_tenants),
+                           tenant},
+                          kPurgePage);
+    int purged = 0;
+    // One SPI connection per candidate, as in op_sweep.
+    for (;;) {
+        check_for_interrupts();
+        const std::optional<std::string> id = candidates.next();
+        if (!id) break;
+        SpiConnection row_scope;
+        std::optional<OperationRow> row = lock_candidate(PlanId::lock_purge_candidate, *id, recheck);
+        const sm::Micros at = GetCurrentTimestamp();  // once the row is locked (ledger_store.hpp, "Time")
+        if (row && sm::purgeable(row->state, cutoff) && may_touch(caller, row->tenant)) {
+            store(*row, sm::purge(row->state), values, at, ReturnRow::no);
+            if (purged < std::numeric_limits<int>::max()) ++purged;
+        }
+        row_scope.finish();
+    }
+    spi.finish();
+    return Int32GetDatum(purged);
+}
+
 // opledger.notify_token(operation_id): the token NOTIFY payloads carry for it.
 Datum notify_token_of(FunctionCallInfo fcinfo) {
     const std::string id = name_arg(fcinfo, 0, "notify_token", "operation_id", kMaxOperationIdBytes);
@@ -234,7 +288,7 @@ Datum check_pointers(FunctionCallInfo fcinfo) {
 }
 
 Datum random_secret(FunctionCallInfo) {
-    unsigned char secret[32];
+    unsigned char secret[core::ledger::kHmacKeyBytes];
     const bool ok = pg_call([&] { return pg_strong_random(secret, sizeof secret); });
     if (!ok) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: could not generate random bytes");
     return string_to_bytea(std::string_view(reinterpret_cast<char*>(secret), sizeof secret));
@@ -259,6 +313,7 @@ namespace ledger = opledger::pg::ledger;
 
 OPLEDGER_SQL_FUNCTION(opledger_op_sweep, ledger::op_sweep)
 OPLEDGER_SQL_FUNCTION(opledger_op_claim_reconciliation, ledger::op_claim_reconciliation)
+OPLEDGER_SQL_FUNCTION(opledger_op_purge, ledger::op_purge)
 OPLEDGER_SQL_FUNCTION(opledger_check_pointers, ledger::check_pointers)
 OPLEDGER_SQL_FUNCTION(opledger_random_secret, ledger::random_secret)
 OPLEDGER_SQL_FUNCTION(opledger_flush_counters, ledger::flush_counters)

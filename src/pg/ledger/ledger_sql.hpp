@@ -54,6 +54,9 @@ enum class PlanId : int {
     bump_event_seq,    // an operation's last event seq, when nothing else of it changes
     role_tenants,      // the tenant mappings (opledger.role_tenants)
     last_event_seq,    // the last seq of an ID's events (a new operation whose ID had events)
+    purge_candidates,  // IDs of final, unpurged operations finished before a time, of a tenant, after a key (no lock)
+    lock_purge_candidate,  // one operation if still purgeable at $2 (tenant $4 unless $3), FOR UPDATE SKIP LOCKED
+    delete_events,     // the audit trail of one operation (a purge)
     count_
 };
 

@@ -132,7 +132,7 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     const bool set = identity == Identity::set;
     p.set(oc_conversation_id, set ? row.conversation_id : Value{});
     p.set(oc_tool, set ? row.tool_datum : Value{});
-    p.set(oc_args, set ? row.args : Value{});
+    p.set(oc_args, row.args);  // a payload column: written by a transition only when it says so
     p.set(oc_args_hash, set ? Value::of(string_to_bytea(row.args_hash)) : Value{});
     p.set(oc_fingerprint_alg, set ? Value::of(string_to_text(row.fingerprint_alg)) : Value{});
     p.set(oc_status, Value::of(string_to_text(sm::status_name(s.status))));
@@ -610,6 +610,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
         if (t.result != sm::Payload::keep)
             row.result_fingerprint = t.result == sm::Payload::from_call ? call.payload_fingerprint : Value{};
         row.error = payload_after(row.error, t.error, call.payload);
+        if (t.tombstone) {  // the payloads go, the result's fingerprint stays (state_machine.hpp)
+            row.args = row.result = row.error = Value{};
+            row.purged_at = Value::of(TimestampTzGetDatum(now));
+        }
         OperationParams p;
         fill_params(p, row, t.after, now, Identity::leave_null);
         ColumnSet changed;
@@ -621,6 +625,11 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             changed.add(oc_result_fingerprint);
         }
         if (t.error != sm::Payload::keep) changed.add(oc_error);
+        if (t.tombstone) {
+            changed.add(oc_args);
+            changed.add(oc_result);
+            changed.add(oc_error);
+        }
         const bool returning = return_row == ReturnRow::yes && row_changing_trigger(Write::update);
         execute_update(changed, returning, p.values.data(), p.nulls.data());
         if (SPI_processed != 1)
@@ -634,6 +643,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             OperationRow after = row;
             after.state = t.after;
             written = written_values(after, p, now);
+        }
+        if (t.tombstone) {  // and its audit trail with it
+            Datum id[1] = {row.operation_id.datum};
+            execute(PlanId::delete_events, id, nullptr, 0);
         }
     } else {
         row.event_seq += static_cast<int>(t.events.size());

@@ -4,7 +4,8 @@
 // asks the state machine (core/ledger/state_machine.hpp), and hands the transition
 // to store(): one UPDATE of the row (or the INSERT of a new operation), one INSERT
 // per event, one write of the call's counts (ledger_store.cpp, add_counts), and
-// NOTIFY when asked for.
+// NOTIFY when asked for. A purge's tombstone is such a transition too: its UPDATE
+// (payloads cleared, purged and purged_at set) and the DELETE of its events.
 // All of it runs inside the call, in the caller's transaction, through the saved
 // statements of ledger_sql.hpp: nothing is deferred to commit, so a rolled-back call
 // or savepoint takes its rows and its counts with it.

@@ -31,7 +31,7 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"operation_id", TEXTOID, Written::on_insert, ""},
     {"conversation_id", TEXTOID, Written::on_insert, ""},
     {"tool", TEXTOID, Written::on_insert, ""},
-    {"args", JSONBOID, Written::on_insert, ""},
+    {"args", JSONBOID, Written::payload, ""},  // a purge clears it
     {"args_hash", BYTEAOID, Written::on_insert, ""},
     {"fingerprint_alg", TEXTOID, Written::on_insert, ""},
     {"status", TEXTOID, Written::always, "::opledger.op_status"},
@@ -55,7 +55,7 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"late_successes", INT4OID, Written::always, ""},
     {"duplicate_effects", INT4OID, Written::always, ""},
     {"manual_interventions", INT4OID, Written::always, ""},
-    {"purged", BOOLOID, Written::on_insert, ""},
+    {"purged", BOOLOID, Written::always, ""},  // with purged_at (update_operation)
     {"tenant", TEXTOID, Written::on_insert, ""},
     {"created_role", TEXTOID, Written::on_insert, ""},
     {"approval_attempt", INT4OID, Written::always, ""},
@@ -155,6 +155,10 @@ StatementText update_operation(ColumnSet columns, bool returning) {
         set += " = ";
         set += param(i) + c.cast;
         set += ", ";
+        // purged_at is the time of the purge: the call's time when the row becomes a
+        // tombstone, kept as it was once it is one (a tombstone is never purged again).
+        if (i == oc_purged)
+            set += "purged_at = CASE WHEN " + param(i) + " THEN COALESCE(o.purged_at, " + param(op_now) + ") END, ";
     }
     set += "updated_at = " + param(op_now);
     return {"UPDATE opledger.operations AS o SET " + set + " WHERE o.operation_id OPERATOR(pg_catalog.=) " +
@@ -378,6 +382,26 @@ StatementText statement_text(PlanId id) {
                                      "AND (o.claim_expires_at IS NULL OR o.claim_expires_at OPERATOR(pg_catalog.<=) $2) "
                                      "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) FOR UPDATE SKIP LOCKED"),
                     {TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}};
+        case PlanId::purge_candidates:
+            // Final operations not purged yet, finished before $1 (the partial index
+            // operations_finished_idx: its predicate, word for word), of a tenant.
+            return {"SELECT o.operation_id, o.finished_at FROM opledger.operations AS o "
+                    "WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged "
+                    "AND o.finished_at OPERATOR(pg_catalog.<) $1 "
+                    "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) "
+                    "AND (o.finished_at OPERATOR(pg_catalog.>) $5 OR (o.finished_at OPERATOR(pg_catalog.=) $5 "
+                    "AND o.operation_id OPERATOR(pg_catalog.>) $6)) "
+                    "ORDER BY o.finished_at, o.operation_id LIMIT $2",
+                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}};
+        case PlanId::lock_purge_candidate:
+            return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 "
+                                     "AND o.status IN ('succeeded', 'failed') AND NOT o.purged "
+                                     "AND o.finished_at OPERATOR(pg_catalog.<) $2 "
+                                     "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) FOR UPDATE SKIP LOCKED"),
+                    {TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}};
+        case PlanId::delete_events:
+            // A tombstone's audit trail: every event of the operation (its key's prefix).
+            return {"DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1", {TEXTOID}};
         case PlanId::bump_event_seq:
             return {"UPDATE opledger.operations AS o SET event_seq = $2 WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
                     {TEXTOID, INT4OID}};

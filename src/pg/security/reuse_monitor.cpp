@@ -9,6 +9,8 @@
 // that can fail (role name, LOG line, tuplestore) runs before or after the lock.
 #include "pg/security/reuse_monitor.hpp"
 
+#include "pg/sqlstates.hpp"
+
 #include <cstdio>
 #include <cstring>
 
@@ -37,15 +39,14 @@ extern "C" {
 namespace opledger::pg {
 namespace {
 
-constexpr int kOL001 = MAKE_SQLSTATE('O', 'L', '0', '0', '1');
 constexpr const char* kTranche = "opledger_reuse_monitor";
 
-// The ledger's bounds (design 0.3.0): operation_id 1..1024 bytes, tool 1..256,
-// tenant ..256. Longer texts (never passed by a ledger that enforces them) are cut
-// at a character boundary, and then share an entry with others of the same prefix.
-constexpr std::size_t kTenantBytes = 256;
-constexpr std::size_t kToolBytes = 256;
-constexpr std::size_t kOperationIdBytes = 1024;
+// The ledger's bounds (core/ledger/bounds.hpp). Longer texts (never passed by a
+// ledger that enforces them) are cut at a character boundary, and then share an
+// entry with others of the same prefix.
+constexpr std::size_t kTenantBytes = core::ledger::kMaxTenantBytes;
+constexpr std::size_t kToolBytes = core::ledger::kMaxToolBytes;
+constexpr std::size_t kOperationIdBytes = core::ledger::kMaxOperationIdBytes;
 
 // The hash key: exact copies, zero-padded, compared and hashed as bytes (HASH_BLOBS).
 // An empty operation_id marks a tenant's overflow entry (the ledger never passes one),

@@ -6,7 +6,8 @@
 -- Citus: the tenant policies hold no subquery (Citus refuses to distribute a table whose
 -- policy has one). Their test is opledger._sees_tenant(tenant), which asks
 -- opledger.current_tenant() once per query and compares each row's tenant with it.
-CREATE FUNCTION opledger._sees_tenant(tenant text) RETURNS boolean
+-- (A change to pg_proc, like every update script's: loaded libraries re-check the version.)
+CREATE OR REPLACE FUNCTION opledger._sees_tenant(tenant text) RETURNS boolean
     LANGUAGE c STABLE STRICT PARALLEL RESTRICTED
     AS 'MODULE_PATHNAME', 'opledger_sees_tenant';
 COMMENT ON FUNCTION opledger._sees_tenant(text) IS

@@ -7,11 +7,17 @@
 -- acts for the tenant of the role it became with SET ROLE (it may narrow itself); any
 -- other login acts for its own tenant whatever role it became.
 
+-- With the ledger distributed by Citus, the tenant policies call it inside a query on a
+-- shard, where its read of the reference table opledger.role_tenants (a copy on every
+-- node, read locally) is a distributed query nested in another, which Citus refuses
+-- unless citus.allow_nested_distributed_execution is on for the call. Without Citus
+-- the setting is an unused placeholder.
 CREATE FUNCTION opledger.current_tenant() RETURNS text
     LANGUAGE c STABLE PARALLEL RESTRICTED SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
     SET jit = off
+    SET citus.allow_nested_distributed_execution = on
     AS 'MODULE_PATHNAME', 'opledger_current_tenant';
 COMMENT ON FUNCTION opledger.current_tenant() IS
     'The tenant the session acts for (its login''s, see docs/security.md): '''' (unscoped), a tenant name, or ''*'' (every tenant)';

@@ -14,3 +14,8 @@ COMMENT ON FUNCTION opledger._sees_tenant(text) IS
     'Whether the caller''s tenant (opledger.current_tenant(), asked once per query) sees a row of this tenant';
 ALTER POLICY tenant_scope ON opledger.operations USING (opledger._sees_tenant(tenant));
 ALTER POLICY tenant_scope ON opledger.events USING (opledger._sees_tenant(tenant));
+-- On Citus the policies call current_tenant() inside a query on a shard, where its read
+-- of the reference table opledger.role_tenants is a nested distributed query, refused
+-- unless citus.allow_nested_distributed_execution is on for the call (a placeholder
+-- without Citus).
+ALTER FUNCTION opledger.current_tenant() SET citus.allow_nested_distributed_execution = on;

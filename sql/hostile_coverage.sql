@@ -7,7 +7,8 @@ SELECT p.oid::regprocedure AS function_not_called FROM pg_proc AS p
                          'op_approve', 'op_sweep', 'op_claim_reconciliation', 'op_purge', 'jcs', 'jcs_hash',
                          'derive_operation_id', '_check_pointers', '_random_secret', 'current_tenant',
                          'notify_token', 'set_role_tenant', '_rejected_reuses', 'reset_rejected_reuses',
-                         'create_roles', 'op_reject', 'metrics_since', '_counts', 'create_hmac_key')
+                         'create_roles', 'op_reject', 'metrics_since', '_counts', 'create_hmac_key',
+                         '_sees_tenant')
  ORDER BY 1;
 SELECT c.oid::regclass AS view_not_read FROM pg_class AS c
  WHERE c.relnamespace = 'opledger'::regnamespace AND c.relkind IN ('v', 'm')

@@ -13,7 +13,14 @@ and exits 1 when something failed):
   schema DB            the installed schema: no triggers or rules on the tables the recipe
                        distributes or replicates; every unique key of a table with an
                        operation_id column includes operation_id; events ordered by
-                       (operation_id, seq)
+                       (operation_id, seq); no subquery in a policy on those tables; no
+                       LANGUAGE sql function with parameters reading the ledger; no
+                       function forcing generic plans (plan_cache_mode)
+  plans FILE...        the saved SPI statements (statement_text in the C++ sources): each
+                       that may read more than one shard (operations / events without
+                       operation_id = $n) is planned custom (Planning::custom_multi_shard),
+                       and only ledger_sql.cpp chooses CURSOR_OPT_GENERIC_PLAN, by Planning
+  plans-fixture FILE   each violation planted in FILE (C++) is caught by the plans check
   coverage DB OUT      the drive (tests/citus/drive.sql, its output in OUT) called every
                        function of the extension and got every op_begin decision
   fixtures FILE        each planted bad statement is caught by the rule it names, and
@@ -355,6 +362,76 @@ def mode_sources(db, dirs):
     return rep.finish()
 
 
+# --- saved statements and their plans ----------------------------------------------
+
+_CASE = re.compile(r"^\s*case\s+PlanId::(\w+)\s*:", re.M)
+_PIN = re.compile(r"operation_id\s*(=|OPERATOR\(pg_catalog\.=\))\s*\$[0-9]")
+
+
+def plan_findings(paths):
+    """(rule, object) pairs of the saved statements of C++ files, and the names of
+    the statements found to read more than one shard."""
+    out, multi = [], []
+    for path in paths:
+        text = open(path, encoding="utf-8", errors="replace").read()
+        name = os.path.basename(path)
+        # Only the module that prepares the saved plans may choose a generic plan, and
+        # only by the statement's Planning.
+        code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)  # comments may name it
+        if re.search(r"\bCURSOR_OPT_GENERIC_PLAN\b", code):
+            by_planning = re.search(r"Planning::custom_multi_shard\s*\?\s*CURSOR_OPT_CUSTOM_PLAN\s*:\s*CURSOR_OPT_GENERIC_PLAN", code)
+            if not (name == "ledger_sql.cpp" and by_planning):
+                out.append(("generic-plan-multi-shard", f"{name} CURSOR_OPT_GENERIC_PLAN not chosen by Planning"))
+        if "statement_text(PlanId" not in text:
+            continue
+        frags = cpp_fragments(path)
+        cases = list(_CASE.finditer(text))
+        for k, m in enumerate(cases):
+            end = cases[k + 1].start() if k + 1 < len(cases) else text.find("\n}", m.end())
+            body = text[m.end():end if end > 0 else len(text)]
+            first = text.count("\n", 0, m.end()) + 1
+            last = first + body.count("\n")
+            sql = " ".join(" ".join(f.split()) for ln, f in frags if first <= ln <= last)
+            reads_ledger = re.search(r"\bFROM\s+opledger\.(operations|events)\b", sql) or "operation_select(" in body
+            if not reads_ledger or _PIN.search(sql):
+                continue
+            multi.append(m.group(1))
+            if "Planning::custom_multi_shard" not in body:
+                out.append(("generic-plan-multi-shard", f"{name} {m.group(1)}"))
+    return out, multi
+
+
+def mode_plans(paths):
+    rep = Report()
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _, names in os.walk(p):
+                files += [os.path.join(root, n) for n in names if n.endswith((".cpp", ".hpp"))]
+        else:
+            files.append(p)
+    found, multi = plan_findings(sorted(files))
+    rep.check(len(multi) > 0, f"plans: {len(multi)} saved statements may read more than one shard: {', '.join(multi)}")
+    for rule, obj in found:
+        rep.not_ok(f"plans {rule}: {obj}", "a statement that may read several shards must be planned with its "
+                   "parameters bound (Planning::custom_multi_shard): Citus cannot plan it generic")
+    if not found:
+        rep.ok("plans generic-plan-multi-shard: none")
+    return rep.finish()
+
+
+def mode_plans_fixture(path):
+    rep = Report()
+    expected = re.findall(r"//\s*expect:\s*(\S+)\s+(.+?)\s*$", open(path, encoding="utf-8").read(), re.M)
+    found, _ = plan_findings([path])
+    rep.check(len(expected) > 0, f"{path}: {len(expected)} planted plan violations")
+    for rule, obj in expected:
+        rep.check((rule, obj) in found, f"planted {rule} caught: {obj}", f"the checker reported: {found}")
+    extra = [f for f in found if f not in expected]
+    rep.check(not extra, f"{path}: the statements planted as fine pass", f"also reported: {extra}")
+    return rep.finish()
+
+
 SCHEMA_SQL = {
     "no-trigger": ("""
         SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
@@ -379,6 +456,32 @@ SCHEMA_SQL = {
          ORDER BY 1, 2""", 2),
 }
 
+# Citus refuses to distribute (or replicate) a table whose policy holds a subquery
+# ("Subqueries are not supported in policies on distributed tables").
+SCHEMA_SQL["policy-subquery"] = ("""
+        SELECT c.relname, p.polname FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'opledger' AND c.relname IN ('operations', 'events', 'tools', 'hmac_key', 'role_tenants')
+           AND (coalesce(p.polqual::text, '') LIKE '%{SUBLINK %'
+                OR coalesce(p.polwithcheck::text, '') LIKE '%{SUBLINK %')
+         ORDER BY 1, 2""", 2)
+# Citus plans a multi-shard query only with its parameters bound, which a LANGUAGE sql
+# function never does ("could not create distributed plan ... parameters in SQL
+# functions"); PL/pgSQL gets custom plans.
+SCHEMA_SQL["sql-function-params"] = ("""
+        SELECT p.oid::regprocedure::text, 'LANGUAGE sql' FROM pg_proc p
+          JOIN pg_language l ON l.oid = p.prolang
+         WHERE p.pronamespace = 'opledger'::regnamespace AND l.lanname = 'sql' AND p.pronargs > 0
+           AND p.prosrc ~ 'opledger\.(operations|events)\M'
+         ORDER BY 1""", 2)
+# A function that forces generic plans makes every multi-shard read in it unplannable.
+SCHEMA_SQL["forced-generic-plan"] = ("""
+        SELECT p.oid::regprocedure::text, 'plan_cache_mode' FROM pg_proc p
+         WHERE p.pronamespace = 'opledger'::regnamespace
+           AND EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c(setting)
+                        WHERE c.setting ILIKE 'plan\_cache\_mode=force\_generic\_plan')
+         ORDER BY 1""", 2)
+
 EVENTS_ORDER_SQL = """
     SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
      WHERE x.indrelid = to_regclass('opledger.events') AND x.indisunique AND x.indnkeyatts = 2
@@ -391,7 +494,7 @@ def schema_findings(db):
     out = []
     for rule, (sql, n) in SCHEMA_SQL.items():
         for rel, obj in q(db, sql, n):
-            out.append((rule, f"opledger.{rel} {obj}"))
+            out.append((rule, f"{rel} {obj}" if rel.startswith("opledger.") else f"opledger.{rel} {obj}"))
     if not q(db, EVENTS_ORDER_SQL, 1):
         out.append(("events-unordered", "opledger.events has no unique key (operation_id, seq)"))
     return out
@@ -404,7 +507,13 @@ def mode_schema(db):
                              "(Citus refuses it without citus.enable_unsafe_triggers)",
                "key-without-operation_id": "a primary key, unique or exclusion index without operation_id "
                                            "on a table keyed by operation",
-               "events-unordered": "events must order themselves: a sequence number per operation"}
+               "events-unordered": "events must order themselves: a sequence number per operation",
+               "policy-subquery": "a policy with a subquery on a table the recipe distributes or replicates "
+                                  "(Citus refuses it): compare with a function call instead",
+               "sql-function-params": "a LANGUAGE sql function with parameters reading the ledger "
+                                      "(Citus cannot plan its multi-shard reads): use PL/pgSQL",
+               "forced-generic-plan": "a function with plan_cache_mode = force_generic_plan "
+                                      "(Citus plans multi-shard reads only with bound parameters)"}
     for rule in list(SCHEMA_SQL) + ["events-unordered"]:
         mine = [o for r, o in found if r == rule]
         if mine:
@@ -681,6 +790,10 @@ def main(argv):
             return mode_schema(rest[0])
         if mode == "schema-fixture":
             return mode_schema_fixture(rest[0], rest[1])
+        if mode == "plans":
+            return mode_plans(rest)
+        if mode == "plans-fixture":
+            return mode_plans_fixture(rest[0])
         if mode == "fixtures":
             return mode_fixtures(rest[0])
         if mode == "coverage":

@@ -12,9 +12,11 @@ SELECT opledger.create_roles();
 SELECT opledger.register_tool('pay', 'non_idempotent_write', redact => '{/cvv}');
 SELECT opledger.op_begin('p-existing', 'pay', '{"cvv":"1"}');
 
--- Function definitions
+-- Function definitions. _sees_tenant(text) has no settings: the tenant policies call
+-- it for every row, and a function with settings saves and restores them at each call;
+-- it runs no SQL and names opledger.current_tenant() qualified.
 SELECT is((SELECT count(*)::int FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-            WHERE n.nspname = 'opledger' AND p.proname NOT IN ('jcs', 'jcs_hash', 'derive_operation_id')
+            WHERE n.nspname = 'opledger' AND p.proname NOT IN ('jcs', 'jcs_hash', 'derive_operation_id', '_sees_tenant')
               AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))), 0,
           'every ledger function pins search_path = pg_catalog, pg_temp');
 -- No JIT for the ledger's small statements: the fold of counter_deltas (no index)
@@ -28,12 +30,13 @@ SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p J
             WHERE n.nspname = 'opledger' AND p.prosecdef),
           '_counts,_rejected_reuses,current_tenant,notify_token,op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_reject,op_resolve,op_succeed,op_sweep,register_tool,set_role_tenant',
           'the op_* functions, register_tool and the tenant and token helpers are SECURITY DEFINER, nothing else');
--- current_tenant() is the one exception: row-level security policies call it as the
--- reading role, and it only tells the caller its own tenant.
-SELECT is((SELECT string_agg(p.proname, ',') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+-- current_tenant() and _sees_tenant(text) are the exceptions: the row-level security
+-- policies call them as the reading role, and they only tell the caller its own tenant
+-- (and whether a given tenant is it).
+SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname COLLATE "C") FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND (p.prosecdef OR p.proname LIKE '\_%')
-              AND has_function_privilege('public', p.oid, 'EXECUTE')), 'current_tenant',
-          'PUBLIC cannot execute any SECURITY DEFINER or internal function but current_tenant');
+              AND has_function_privilege('public', p.oid, 'EXECUTE')), '_sees_tenant,current_tenant',
+          'PUBLIC cannot execute any SECURITY DEFINER or internal function but current_tenant and _sees_tenant');
 SELECT is((SELECT count(*)::int FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
             WHERE n.nspname = 'opledger' AND a.grantee = 0), 0, 'no table, view or sequence grants anything to PUBLIC');
 

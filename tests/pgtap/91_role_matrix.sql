@@ -49,6 +49,8 @@ INSERT INTO fn_matrix VALUES
     ('derive_operation_id',     true,  'agent,reconciler,approver,dashboard,admin,nobody'),
     -- the caller's own tenant: harmless to anyone; RLS policies call it for every reader
     ('current_tenant',          true,  'agent,reconciler,approver,dashboard,admin,nobody'),
+    -- the tenant policies' test, called for every row a reader reads: the same reach
+    ('_sees_tenant',            true,  'agent,reconciler,approver,dashboard,admin,nobody'),
     -- the agent's calls
     ('op_begin',                true,  'agent,admin'),
     ('op_succeed',              true,  'agent,admin'),

@@ -8,8 +8,12 @@
 #   schema      no triggers on the distributed / reference tables, operation_id in
 #               every unique key of a table keyed by operation, events by (operation_id, seq);
 #   coverage    the drive reached every function and every op_begin decision;
-#   fixtures    every planted bad statement (tests/citus/fixtures/statements.sql) and
-#               the planted bad schema (tests/citus/fixtures/bad_schema.sql) are caught;
+#   plans       every saved SPI statement that may read more than one shard is planned
+#               with its parameters bound (no forced generic plan, which Citus can't run);
+#   fixtures    every planted bad statement (tests/citus/fixtures/statements.sql), the
+#               planted bad schema (tests/citus/fixtures/bad_schema.sql: triggers, keys,
+#               policies with subqueries, SQL functions, forced generic plans) and the
+#               planted bad plans (tests/citus/fixtures/bad_plans.cpp) are caught;
 #   recipe      the Citus recipe of docs/operations.md names only real signatures,
 #               arguments and tables, and covers every op_* function and ledger table
 #               (and fails on each mistake planted in tests/citus/fixtures/bad_recipe.md).
@@ -88,6 +92,8 @@ else
     echo "not ok - tests/citus/fixtures/bad_schema.sql loads"; sed 's/^/#   /' "$work/bad_schema.log"
     failed=$((failed + 1))
 fi
+run plans plans src/pg
+run plans-fixture plans-fixture tests/citus/fixtures/bad_plans.cpp
 run recipe-fixture recipe-fixture "$DB" tests/citus/fixtures/bad_recipe.md
 run recipe recipe "$DB" docs/operations.md
 

@@ -17,14 +17,18 @@ namespace {
 // Saved plans live in CacheMemoryContext (SPI_keepplan) for the backend's lifetime.
 SPIPlanPtr saved_plans[static_cast<int>(PlanId::count_)] = {};
 
-// Prepares a statement with a generic plan and keeps it for the backend's lifetime.
+// Prepares a statement and keeps it for the backend's lifetime: with one generic
+// plan, or (a statement that may read several shards) planned with its parameters'
+// values at each execution.
 SPIPlanPtr prepare_kept(const StatementText& text) {
     const char* sql = text.sql.c_str();
     const int nargs = static_cast<int>(text.types.size());
     Oid* types = const_cast<Oid*>(text.types.data());
+    const int options =
+        text.planning == Planning::custom_multi_shard ? CURSOR_OPT_CUSTOM_PLAN : CURSOR_OPT_GENERIC_PLAN;
     int failure = 0;
     SPIPlanPtr plan = pg_call([&]() -> SPIPlanPtr {
-        SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+        SPIPlanPtr prepared = SPI_prepare_cursor(sql, nargs, types, options);
         if (prepared == nullptr) {
             failure = SPI_result;
             return nullptr;

@@ -1,7 +1,9 @@
 // SPI access for the ledger. Every statement the ledger runs is one of the saved
-// plans below: prepared once per backend with a generic plan (SPI_prepare_cursor,
-// CURSOR_OPT_GENERIC_PLAN) and kept in CacheMemoryContext (SPI_keepplan), so the hot
-// path neither parses nor plans; PostgreSQL's plan cache revalidates them after DDL.
+// plans below: prepared once per backend (SPI_prepare_cursor) and kept in
+// CacheMemoryContext (SPI_keepplan). Those that name one operation have a generic
+// plan (CURSOR_OPT_GENERIC_PLAN), so the hot path neither parses nor plans; the few
+// that may read several shards (housekeeping's candidate reads) are planned with
+// their parameters' values each time (CURSOR_OPT_CUSTOM_PLAN, see Planning); PostgreSQL's plan cache revalidates them after DDL.
 // Their texts are built from the column lists of ledger_tables.hpp, so each table's
 // columns are written down once. Every row the ledger writes goes through one of
 // these statements, through the executor: triggers, constraints, RLS, publications,

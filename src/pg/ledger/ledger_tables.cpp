@@ -333,7 +333,8 @@ StatementText statement_text(PlanId id) {
         case PlanId::count_new_slot:
             return count_new_slot();
         // Housekeeping reads its candidates without locks (an index scan that runs
-        // shard by shard when the ledger is distributed), then locks each alone by
+        // shard by shard when the ledger is distributed, so planned with its
+        // parameters' values: Planning::custom_multi_shard), then locks each alone by
         // its ID with lock_operation_skip_locked and checks it again under the lock.
         // Pages in key order: each page starts after the last key of the one before
         // ($3, $4 for the sweep; $5, $6 for claims), so candidates another session
@@ -347,7 +348,8 @@ StatementText statement_text(PlanId id) {
                     "AND (o.lease_expires_at OPERATOR(pg_catalog.>) $5 OR (o.lease_expires_at OPERATOR(pg_catalog.=) $5 "
                     "AND o.operation_id OPERATOR(pg_catalog.>) $6)) "
                     "ORDER BY o.lease_expires_at, o.operation_id LIMIT $2",
-                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}};
+                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID},
+                    Planning::custom_multi_shard};
         case PlanId::claim_candidates:
             // $3: the caller sees every tenant; else only tenant $4.
             return {"SELECT o.operation_id, o.unknown_since FROM opledger.operations AS o "
@@ -357,7 +359,8 @@ StatementText statement_text(PlanId id) {
                     "AND (o.unknown_since OPERATOR(pg_catalog.>) $5 OR (o.unknown_since OPERATOR(pg_catalog.=) $5 "
                     "AND o.operation_id OPERATOR(pg_catalog.>) $6)) "
                     "ORDER BY o.unknown_since, o.operation_id LIMIT $2",
-                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}};
+                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID},
+                    Planning::custom_multi_shard};
         case PlanId::last_event_seq:
             return {"SELECT pg_catalog.max(e.seq) FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1",
                     {TEXTOID}};

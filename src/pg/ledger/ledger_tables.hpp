@@ -52,10 +52,18 @@ enum CounterColumn : int {
 };
 inline constexpr int kCounterParamsBefore = 4;  // $1 tool, $2 tenant, $3 hour, $4 preferred slot
 
-// A statement's text and parameter types.
+// How a saved statement is planned. Most name one operation (operation_id = $n)
+// and keep one generic plan: with the ledger distributed, Citus routes such a plan
+// to the operation's shard when it runs. A statement that may read more than one
+// shard is planned anew with its parameters' values each time (custom): Citus
+// cannot make a distributed plan of it with its parameters unbound.
+enum class Planning { generic, custom_multi_shard };
+
+// A statement's text, parameter types and planning.
 struct StatementText {
     std::string sql;
     std::vector<Oid> types;
+    Planning planning = Planning::generic;
 };
 StatementText statement_text(PlanId id);
 

@@ -156,23 +156,25 @@ COMMENT ON COLUMN opledger.events.login IS
     'The login (session user) that made the call; role is the role it acted as. NULL: recorded before 0.4.0';
 
 
--- Counters for the metrics views, so they never scan the ledger. Their columns are
--- the metrics of OPLEDGER_METRICS (src/core/ledger/metrics.hpp, the one list; a unit
--- test checks these tables and the views against it). Every op_* call writes its
--- counts itself, inside the call and the caller's transaction (a rolled-back call or
--- savepoint counts nothing), and never waits on or fails because of another
--- transaction on the counters (a maintenance transaction, a prepared one):
--- * a READ COMMITTED call adds them to a totals row of opledger.counters no other
---   transaction holds, chosen with FOR UPDATE SKIP LOCKED (the one its backend wrote
---   last first), or a new row in a fresh slot from counters_slot_seq: one statement,
---   nothing to fold later;
--- * a REPEATABLE READ or SERIALIZABLE call appends them as one row of
---   opledger.counter_deltas (FOR UPDATE on a totals row changed since its snapshot
---   would be a serialization failure; an INSERT whose only key is a fresh identity
---   value never waits or conflicts). op_sweep folds the deltas into the totals, and
---   so does every 64th READ COMMITTED call of a backend.
--- The views sum both tables, so they are exact at any moment. Status counts are
--- deltas and may be negative in one row; their sums are exact.
+-- Counters for the metrics views, so they never scan the ledger. Their count columns
+-- are the metrics of OPLEDGER_METRICS (src/core/ledger/metrics.hpp, the one list; the
+-- unit test tests/unit/metric_list_test.cpp checks these tables and the views against
+-- it). Every op_* call
+-- writes its counts itself, inside the call and the caller's transaction (a
+-- rolled-back call or savepoint counts nothing), and never waits on or fails because
+-- of another transaction on the counters (a maintenance transaction, a prepared one):
+-- * it appends them as one row of opledger.counter_deltas: an INSERT whose only key
+--   is a fresh identity value never waits or conflicts, at any isolation level;
+-- * the call whose delta_id is a multiple of 64 (READ COMMITTED only) folds the
+--   deltas of the last 1024 ids into opledger.counters (DELETE of deltas no other
+--   transaction holds, then per tool into a totals row no other transaction holds,
+--   chosen with FOR UPDATE SKIP LOCKED, or a new row in a fresh slot from
+--   counters_slot_seq); op_sweep folds them all. REPEATABLE READ and SERIALIZABLE
+--   calls never fold (FOR UPDATE on a totals row changed since their snapshot would
+--   be a serialization failure).
+-- The views sum both tables, so they are exact at any moment, and the folds keep
+-- the deltas they sum few. Status counts are deltas and may be negative in one row;
+-- their sums are exact.
 CREATE TABLE opledger.counter_deltas (
     delta_id              bigint GENERATED ALWAYS AS IDENTITY,
     tool                  text NOT NULL,
@@ -200,7 +202,7 @@ CREATE TABLE opledger.counter_deltas (
     CONSTRAINT counter_deltas_pkey PRIMARY KEY (delta_id)
 );
 COMMENT ON TABLE opledger.counter_deltas IS
-    'Counts appended by the op_* calls of REPEATABLE READ and SERIALIZABLE transactions, folded into opledger.counters by op_sweep and now and then by the calls (the views sum both)';
+    'Counts appended by each op_* call, folded into opledger.counters now and then by the calls and by op_sweep (the views sum both)';
 CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 CREATE TABLE opledger.counters (
     tool                  text NOT NULL,

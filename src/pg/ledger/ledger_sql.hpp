@@ -42,6 +42,7 @@ enum class PlanId : int {
     insert_first_event,  // a new operation's first event, unless its seq is taken (ON CONFLICT DO NOTHING)
     insert_deltas,     // one call's counts (opledger.counter_deltas)
     fold_deltas,       // remove up to $1 deltas, summed per tool (op_sweep)
+    fold_window,       // remove the deltas with ids in ($1, $2], summed per tool
     retire_hours,      // remove up to $2 totals rows of hours before $1 (of tenant $4 unless $3), summed per tool
     count_in_slot,     // add a tool's sums to an unlocked counters row of the tool
     count_new_slot,    // or to a new one

@@ -321,24 +321,23 @@ void add_to_totals(Datum tool_datum, const std::string& tool, Datum tenant_datum
 
 uint64 add_folded_sums();
 
-// A call's counts (nothing when they are all zero, as for a claim) are added to a
-// totals row of opledger.counters in the call itself, with one statement: the row
-// this backend wrote last when no other transaction holds it, else any free row of
-// the tool, tenant and hour, else a new row in a fresh slot (add_to_totals). FOR
-// UPDATE SKIP LOCKED never waits and, under READ COMMITTED, never fails, so the
-// counts are exact at any moment and nothing is left to fold.
+// A call's counts (nothing when they are all zero, as for a claim) are appended as one
+// row of counter_deltas, an INSERT whose only key is a fresh identity value, so it
+// never waits on or conflicts with another transaction at any isolation level.
 //
-// A transaction that keeps one snapshot (REPEATABLE READ, SERIALIZABLE) cannot do
-// that: FOR UPDATE on a totals row another session changed since its snapshot would
-// be a serialization failure. Its calls append their counts as one row of
-// counter_deltas instead (an INSERT whose only key is a fresh identity value, so it
-// never waits or conflicts at any isolation level). op_sweep folds those deltas into
-// the totals, and so does every kFoldEvery-th READ COMMITTED call of a backend (up to
-// kFoldRows of them, skipping rows another transaction holds), so that they stay few
-// where no sweep runs. The views sum both tables.
-constexpr int kFoldEvery = 64;
-constexpr int kFoldRows = 1024;
-int calls_since_fold = 0;
+// They are folded into the totals as they come: the call whose delta_id is a
+// multiple of kFoldEvery folds the deltas of the last kFoldWindow ids (a range scan
+// of the primary key that skips rows another transaction holds, so it never waits
+// either). The ids come from one sequence for all sessions, so this works whoever the
+// callers are (long sessions or a connection per request), and every row gets
+// kFoldWindow / kFoldEvery chances to be folded after its transaction ended. The
+// deltas the views sum stay about kFoldEvery plus the rows of transactions that ran
+// longer than that, for one small fold per kFoldEvery appends. A transaction that
+// keeps one snapshot (REPEATABLE READ, SERIALIZABLE) does not fold: FOR UPDATE on a
+// totals row another session changed since its snapshot would be a serialization
+// failure. op_sweep folds whatever is left.
+constexpr int64 kFoldEvery = 64;
+constexpr int64 kFoldWindow = 1024;
 
 // The hour (UTC) a call's counts belong to, for the time-windowed metrics.
 TimestampTz hour_of(sm::Micros now) {
@@ -348,23 +347,19 @@ TimestampTz hour_of(sm::Micros now) {
     return start;
 }
 
-void add_counts(const Value& tool_datum, const std::string& tool, const std::string& tenant, const sm::Metrics& m,
-                sm::Micros now) {
+void add_counts(const Value& tool_datum, const std::string& tenant, const sm::Metrics& m, sm::Micros now) {
     const Counts counts = counts_of(m);
     bool any = false;
     for (long long d : counts) any = any || d != 0;
     if (!any) return;
-    const Datum tenant_datum = string_to_text(tenant);
-    if (IsolationUsesXactSnapshot()) {
-        const auto values = counter_params(tool_datum.datum, tenant_datum, TimestampTzGetDatum(hour_of(now)), -1, counts);
-        execute(PlanId::insert_deltas, values.data(), nullptr, 0);
-        return;
-    }
-    add_to_totals(tool_datum.datum, tool, tenant_datum, tenant, hour_of(now), counts);
-    if (++calls_since_fold < kFoldEvery) return;
-    calls_since_fold = 0;
-    Datum limit[1] = {Int32GetDatum(kFoldRows)};
-    execute(PlanId::fold_deltas, limit, nullptr, 0);
+    const auto values =
+        counter_params(tool_datum.datum, string_to_text(tenant), TimestampTzGetDatum(hour_of(now)), -1, counts);
+    execute(PlanId::insert_deltas, values.data(), nullptr, 0);
+    bool is_null = false;
+    const int64 delta_id = DatumGetInt64(column(SPI_tuptable, 0, 0, &is_null));
+    if (delta_id % kFoldEvery != 0 || IsolationUsesXactSnapshot()) return;
+    Datum window[2] = {Int64GetDatum(delta_id - kFoldWindow), Int64GetDatum(delta_id)};
+    execute(PlanId::fold_window, window, nullptr, 0);
     add_folded_sums();
 }
 
@@ -441,7 +436,7 @@ void store_events_and_counts(const OperationRow& row, const sm::Transition& t, c
                              sm::Micros now) {
     int seq = row.event_seq - static_cast<int>(t.events.size());
     for (const sm::Event& e : t.events) append_event(row, ++seq, e, call, now);
-    add_counts(row.tool_datum, row.tool, row.tenant, t.metrics, now);
+    add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
 // Whether a BEFORE row trigger (an operator's: the extension has none) on INSERT or
@@ -596,7 +591,7 @@ void store_new(const OperationRow& inserted, const sm::Transition& t, const Call
         int seq = 1;
         for (std::size_t i = 1; i < t.events.size(); ++i) append_event(row, ++seq, t.events[i], call, now);
     }
-    add_counts(row.tool_datum, row.tool, row.tenant, t.metrics, now);
+    add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
 std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now,

@@ -219,7 +219,8 @@ StatementText insert_deltas() {
         values += ", " + param(kCounterParamsBefore + i);
     }
     // ($4, the preferred slot, is unused here: the three statements share parameters.)
-    return {"INSERT INTO opledger.counter_deltas AS d (" + columns + ") VALUES (" + values + ")",
+    return {"INSERT INTO opledger.counter_deltas AS d (" + columns + ") VALUES (" + values +
+                ") RETURNING d.delta_id",
             counter_param_types()};
 }
 
@@ -307,6 +308,11 @@ StatementText statement_text(PlanId id) {
             return insert_deltas();
         case PlanId::fold_deltas:
             return fold(CountsTable::deltas, "LIMIT $1", "m.hour", {INT4OID});
+        case PlanId::fold_window:
+            // The deltas with ids in ($1, $2]: a range scan of the primary key.
+            return fold(CountsTable::deltas,
+                        "WHERE l.delta_id OPERATOR(pg_catalog.>) $1 AND l.delta_id OPERATOR(pg_catalog.<=) $2", "m.hour",
+                        {INT8OID, INT8OID});
         case PlanId::retire_hours:
             // The totals of hours before $1 (a range scan of counters_hour_idx), summed
             // into hour -infinity, where the all-time sums stay exact.

@@ -17,8 +17,13 @@ pg_tree_create() {
     mkdir -p "$dir$(dirname "$libroot")" "$dir$(dirname "$shareroot")" "$dir/usr"
     cp -a "$libroot" "$dir$(dirname "$libroot")/"
     cp -a "$shareroot" "$dir$(dirname "$shareroot")/"
-    # Headers are only read: the copy's pg_config points below DIR, so link them in.
-    ln -sfn /usr/include "$dir/usr/include"
+    # Headers are only read: the copy's pg_config points below DIR, so link them in
+    # (where the installation copied has them: /usr/include/postgresql, or below a
+    # private copy made by this script).
+    local includedir
+    includedir=$("${PG_CONFIG:-pg_config}" --includedir)
+    mkdir -p "$dir$(dirname "$includedir")"
+    ln -sfn "$(readlink -f "$includedir")" "$dir$includedir"
 }
 
 pg_tree_bindir() {

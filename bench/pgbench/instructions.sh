@@ -11,6 +11,10 @@
 # portable SHA-256 here (a few thousand instructions more per call than on the CPU).
 #
 #   bash bench/pgbench/instructions.sh [N1] [N2]     (defaults 100 and 600 cycles)
+#   FRESH_ONLY=1 bash bench/pgbench/instructions.sh  (the fresh-ID row only, a third of the time)
+#
+# The server is the one in PG_BINDIR (scripts/cluster.sh): to count another build, point
+# it at a private installation (scripts/pg_tree.sh, or a helper's .envrc-private).
 #
 # Each script runs N1 and then N2 cycles, each in a new backend; the difference of the
 # two counts divided by N2 - N1 leaves out connection start-up and first-call caching.
@@ -91,6 +95,7 @@ row() {  # row <label> <ol script> <plain script>
     printf "%-44s %14s %14s %7s\n" "$1" "$o" "$p" "$(awk -v o="$o" -v p="$p" 'BEGIN {printf "%.2f", p / o}')"
 }
 row "begin+succeed cycle, fresh ID" ol_fresh.sql plain_fresh.sql
+[ -n "${FRESH_ONLY:-}" ] && exit 0
 row "replay-heavy (90% repeats of done IDs)" ol_replay.sql plain_replay.sql
 row "replays of 10 hot IDs" ol_hot.sql plain_hot.sql
 echo "(ratio = plain instructions / opledger instructions: above 1.0, opledger does less work per cycle)"

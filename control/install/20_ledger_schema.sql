@@ -156,7 +156,10 @@ COMMENT ON COLUMN opledger.events.login IS
     'The login (session user) that made the call; role is the role it acted as. NULL: recorded before 0.4.0';
 
 
--- Counters for the metrics views, so they never scan the ledger. Every op_* call
+-- Counters for the metrics views, so they never scan the ledger. Their count columns
+-- are the metrics of OPLEDGER_METRICS (src/core/ledger/metrics.hpp, the one list; the
+-- unit test tests/unit/metric_list_test.cpp checks these tables and the views against
+-- it). Every op_* call
 -- writes its counts itself, inside the call and the caller's transaction (a
 -- rolled-back call or savepoint counts nothing), and never waits on or fails because
 -- of another transaction on the counters (a maintenance transaction, a prepared one):

@@ -10,6 +10,10 @@
 -- set-returning functions _counts and _rejected_reuses, which filter inside and return only
 -- the caller's rows, so they are safe either way and are barriers so that no view is not.
 
+-- The count columns here (the result of _counts, _counts_row, the sums of metrics and
+-- metrics_hourly, metrics_since) follow OPLEDGER_METRICS (src/core/ledger/metrics.hpp);
+-- tests/unit/metric_list_test.cpp fails when they miss a metric or name one it lacks.
+
 -- The counts behind metrics and tool_stats: the totals and the deltas not folded yet,
 -- of the tenants the calling role may see. On a distributed ledger each node counts
 -- the calls it ran, in its own (local) counters tables; with opledger.cluster_metrics

@@ -74,19 +74,7 @@ std::string describe(const OperationState& s) {
 
 std::string describe(const Metrics& m) {
     std::ostringstream o;
-    o << "begins=" << m.begins << "\n"
-      << "executions=" << m.executions << "\n"
-      << "duplicates_prevented=" << m.duplicates_prevented << "\n"
-      << "non_execute_answers=" << m.non_execute_answers << "\n"
-      << "successes=" << m.successes << "\n"
-      << "failures=" << m.failures << "\n"
-      << "retries=" << m.retries << "\n"
-      << "unknowns=" << m.unknowns << "\n"
-      << "late_successes=" << m.late_successes << "\n"
-      << "duplicate_effects=" << m.duplicate_effects << "\n"
-      << "manual_interventions=" << m.manual_interventions << "\n"
-      << "resolutions=" << m.resolutions << "\n";
-    for (int i = 0; i < kStatusCount; ++i) o << "in_status[" << sname(static_cast<Status>(i)) << "]=" << m.in_status[i] << "\n";
+    for (int i = 0; i < kMetricCount; ++i) o << kMetricNames[i] << "=" << m.count(static_cast<Metric>(i)) << "\n";
     return o.str();
 }
 

@@ -223,20 +223,30 @@ Micros Policy::backoff_after(int attempt) const noexcept {
     return delay;
 }
 
+long long Metrics::count(Metric metric) const noexcept {
+    switch (metric) {
+#define OPLEDGER_METRIC_FLOW_(name) \
+    case Metric::name:              \
+        return name;
+#define OPLEDGER_METRIC_STATUS_(status) \
+    case Metric::n_##status:            \
+        return in_status[static_cast<int>(Status::status)];
+        OPLEDGER_METRICS(OPLEDGER_METRIC_FLOW_, OPLEDGER_METRIC_STATUS_)
+#undef OPLEDGER_METRIC_FLOW_
+#undef OPLEDGER_METRIC_STATUS_
+        case Metric::count_:
+            break;
+    }
+    return 0;
+}
+
 Metrics& Metrics::operator+=(const Metrics& other) noexcept {
-    begins += other.begins;
-    executions += other.executions;
-    duplicates_prevented += other.duplicates_prevented;
-    non_execute_answers += other.non_execute_answers;
-    successes += other.successes;
-    failures += other.failures;
-    retries += other.retries;
-    unknowns += other.unknowns;
-    late_successes += other.late_successes;
-    duplicate_effects += other.duplicate_effects;
-    manual_interventions += other.manual_interventions;
-    resolutions += other.resolutions;
-    for (int i = 0; i < kStatusCount; ++i) in_status[i] += other.in_status[i];
+#define OPLEDGER_METRIC_FLOW_(name) name += other.name;
+#define OPLEDGER_METRIC_STATUS_(status) \
+    in_status[static_cast<int>(Status::status)] += other.in_status[static_cast<int>(Status::status)];
+    OPLEDGER_METRICS(OPLEDGER_METRIC_FLOW_, OPLEDGER_METRIC_STATUS_)
+#undef OPLEDGER_METRIC_FLOW_
+#undef OPLEDGER_METRIC_STATUS_
     return *this;
 }
 

@@ -25,6 +25,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/ledger/metrics.hpp"
+
 namespace opledger::core::ledger {
 
 using Micros = std::int64_t;  // a point in time or a duration, in microseconds
@@ -128,25 +130,22 @@ struct Event {
     std::optional<std::string> payload_key;  // detail also gets {payload_key: the call's result/error}
 };
 
-// Deltas of the running counts behind opledger.metrics and opledger.tool_stats.
+// Deltas of the running counts behind opledger.metrics and opledger.tool_stats: one
+// field per FLOW metric of OPLEDGER_METRICS (core/ledger/metrics.hpp, where each is
+// described) and in_status for its STATUS metrics.
+// duplicates_prevented: op_begin answered replay, in_progress or failed, an execution
+// that did not happen again. Not reconcile, retry_later or needs_approval: those ask
+// the caller to act first, and its next op_begin is counted (one retry counts once).
 struct Metrics {
-    long long begins = 0;                // op_begin calls
-    long long executions = 0;            // op_begin answered execute (attempts started)
-    // op_begin answered replay, in_progress or failed: an execution that did not
-    // happen again. Not reconcile, retry_later or needs_approval: those ask the caller
-    // to act first, and its next op_begin is counted (one retry counts once).
-    long long duplicates_prevented = 0;
-    long long successes = 0;             // transitions into succeeded
-    long long failures = 0;              // transitions into failed
-    long long retries = 0;               // transitions into retryable
-    long long unknowns = 0;              // transitions into unknown
-    long long late_successes = 0;
-    long long duplicate_effects = 0;
-    long long manual_interventions = 0;  // approvals and manual resolutions
-    long long resolutions = 0;           // unknown left by op_resolve or a late success
+#define OPLEDGER_METRIC_FLOW_(name) long long name = 0;
+#define OPLEDGER_METRIC_STATUS_(status)
+    OPLEDGER_METRICS(OPLEDGER_METRIC_FLOW_, OPLEDGER_METRIC_STATUS_)
+#undef OPLEDGER_METRIC_FLOW_
+#undef OPLEDGER_METRIC_STATUS_
     std::array<long long, kStatusCount> in_status{};  // operations entering (+1) / leaving (-1) each status
-    long long non_execute_answers = 0;   // op_begin answered anything but execute
 
+    // The count of a metric, by number (a STATUS metric by its status's name).
+    long long count(Metric metric) const noexcept;
     Metrics& operator+=(const Metrics& other) noexcept;
 };
 

@@ -278,10 +278,9 @@ bool append_event(const OperationRow& row, int seq, const sm::Event& e, const Ca
 using Counts = std::array<long long, kCounterColumns>;
 
 Counts counts_of(const sm::Metrics& m) {
-    return {m.begins, m.executions, m.duplicates_prevented, m.successes, m.failures, m.retries, m.unknowns,
-            m.late_successes, m.duplicate_effects, m.manual_interventions, m.resolutions,
-            m.in_status[0], m.in_status[1], m.in_status[2], m.in_status[3], m.in_status[4], m.in_status[5],
-            m.non_execute_answers};
+    Counts counts{};
+    for (int i = 0; i < kCounterColumns; ++i) counts[i] = m.count(static_cast<sm::Metric>(i));
+    return counts;
 }
 
 // The parameters of insert_deltas / count_in_slot / count_new_slot.

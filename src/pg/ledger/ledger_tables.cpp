@@ -92,12 +92,8 @@ const std::array<EventColumnSpec, kEventColumns> kEvents = {{
     {"login", TEXTOID, ""},
 }};
 
-// In CounterColumn order (all bigint).
-const std::array<const char*, kCounterColumns> kCounters = {{
-    "begins", "executions", "duplicates_prevented", "successes", "failures", "retries", "unknowns",
-    "late_successes", "duplicate_effects", "manual_interventions", "resolutions", "n_awaiting_approval",
-    "n_pending", "n_succeeded", "n_failed", "n_unknown", "n_retryable", "non_execute_answers",
-}};
+// A count's column (all bigint), by its position in OPLEDGER_METRICS.
+std::string counter(int i) { return std::string(core::ledger::kMetricNames[i]); }
 
 std::string param(int position) { return "$" + std::to_string(position + 1); }
 
@@ -223,7 +219,7 @@ std::vector<Oid> counter_param_types() {
 StatementText insert_deltas() {
     std::string columns = "tool, tenant, hour", values = "$1, $2, $3";
     for (int i = 0; i < kCounterColumns; ++i) {
-        columns += std::string(", ") + kCounters[i];
+        columns += ", " + counter(i);
         values += ", " + param(kCounterParamsBefore + i);
     }
     // ($4, the preferred slot, is unused here: the three statements share parameters.)
@@ -247,7 +243,7 @@ StatementText fold(CountsTable from, const std::string& which, const std::string
                               : "SELECT l.ctid FROM opledger.counters AS l ";
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
-        sums += std::string(", pg_catalog.sum(m.") + kCounters[i] + ")::pg_catalog.int8";
+        sums += ", pg_catalog.sum(m." + counter(i) + ")::pg_catalog.int8";
     return {std::string(remove) + "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" + pick + which +
                 " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
                 "SELECT m.tool, m.tenant, " + hour + sums + " FROM m GROUP BY m.tool, m.tenant, " + hour,
@@ -263,7 +259,7 @@ StatementText count_in_slot() {
     std::string set;
     for (int i = 0; i < kCounterColumns; ++i) {
         if (i > 0) set += ", ";
-        set += std::string(kCounters[i]) + " = c." + kCounters[i] + " OPERATOR(pg_catalog.+) " +
+        set += counter(i) + " = c." + counter(i) + " OPERATOR(pg_catalog.+) " +
                param(kCounterParamsBefore + i);
     }
     return {"UPDATE opledger.counters AS c SET " + set +
@@ -283,7 +279,7 @@ StatementText count_new_slot() {
     std::string columns = "tool, tenant, hour, slot",
                 values = "$1, $2, $3, pg_catalog.nextval('opledger.counters_slot_seq'::pg_catalog.regclass)";
     for (int i = 0; i < kCounterColumns; ++i) {
-        columns += std::string(", ") + kCounters[i];
+        columns += ", " + counter(i);
         values += ", " + param(kCounterParamsBefore + i);
     }
     return {"INSERT INTO opledger.counters AS c (" + columns + ") VALUES (" + values + ") RETURNING c.slot",

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ledger/metrics.hpp"
 #include "pg/ledger/ledger_sql.hpp"
 
 namespace opledger::pg::ledger {
@@ -42,14 +43,11 @@ enum EventColumn : int {
 
 // opledger.counter_deltas and opledger.counters: the parameters of insert_deltas,
 // count_in_slot and count_new_slot are the tool, the tenant, the hour (UTC, of the
-// call), a preferred slot (counters only), then the counts in this order; fold_deltas
-// returns the tool, the tenant, the hour and the summed counts in this order.
-enum CounterColumn : int {
-    cc_begins = 0, cc_executions, cc_duplicates_prevented, cc_successes, cc_failures, cc_retries, cc_unknowns,
-    cc_late_successes, cc_duplicate_effects, cc_manual_interventions, cc_resolutions, cc_status_first,
-    cc_non_execute_answers = cc_status_first + 6,
-    kCounterColumns
-};
+// call), a preferred slot (counters only), then the counts in the order of
+// OPLEDGER_METRICS (core/ledger/metrics.hpp, the one list of the metrics, which also
+// names the columns); fold_deltas returns the tool, the tenant, the hour and the
+// summed counts in that order.
+inline constexpr int kCounterColumns = core::ledger::kMetricCount;
 inline constexpr int kCounterParamsBefore = 4;  // $1 tool, $2 tenant, $3 hour, $4 preferred slot
 
 // How a saved statement is planned. Most name one operation (operation_id = $n)

@@ -20,6 +20,14 @@ CREATE OR REPLACE FUNCTION opledger.op_begin(
     worker           text DEFAULT NULL,
     lease            interval DEFAULT NULL
 ) RETURNS opledger.begin_result
+    LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET jit = off
+    AS 'MODULE_PATHNAME', 'opledger_op_begin';
+COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
+    'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed, and says in next_action what the client must do (OL001 on reuse with other arguments)';
+
 -- Purge through the store: op_purge becomes a C function. Each purge is a transition of
 -- the state machine written by the same path as every other call, so it sets
 -- updated_at, takes its time after the row's lock, runs with jit off like the other
@@ -30,10 +38,8 @@ CREATE OR REPLACE FUNCTION opledger.op_purge(older_than interval) RETURNS intege
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
     SET jit = off
-    AS 'MODULE_PATHNAME', 'opledger_op_begin';
-COMMENT ON FUNCTION opledger.op_begin(text, text, jsonb, text, text, interval) IS
-    'Decides whether this attempt may run: execute, replay, in_progress, retry_later, reconcile, needs_approval or failed, and says in next_action what the client must do (OL001 on reuse with other arguments)';
     AS 'MODULE_PATHNAME', 'opledger_op_purge';
+
 -- Citus: the tenant policies hold no subquery (Citus refuses to distribute a table whose
 -- policy has one). Their test is opledger._sees_tenant(tenant), which asks
 -- opledger.current_tenant() once per query and compares each row's tenant with it.

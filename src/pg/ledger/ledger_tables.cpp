@@ -383,18 +383,19 @@ StatementText statement_text(PlanId id) {
                     {TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}};
         case PlanId::purge_candidates:
             // Final operations not purged yet, finished before $1 (the partial index
-            // operations_finished_idx: its predicate, word for word), of a tenant.
+            // operations_finished_idx's predicate, the operators qualified), of a tenant.
             return {"SELECT o.operation_id, o.finished_at FROM opledger.operations AS o "
-                    "WHERE o.status IN ('succeeded', 'failed') AND NOT o.purged "
+                    "WHERE o.status OPERATOR(pg_catalog.=) ANY (ARRAY['succeeded', 'failed']::opledger.op_status[]) AND NOT o.purged "
                     "AND o.finished_at OPERATOR(pg_catalog.<) $1 "
                     "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) "
                     "AND (o.finished_at OPERATOR(pg_catalog.>) $5 OR (o.finished_at OPERATOR(pg_catalog.=) $5 "
                     "AND o.operation_id OPERATOR(pg_catalog.>) $6)) "
                     "ORDER BY o.finished_at, o.operation_id LIMIT $2",
-                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}};
+                    {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID},
+                    Planning::custom_multi_shard};
         case PlanId::lock_purge_candidate:
             return {operation_select("WHERE o.operation_id OPERATOR(pg_catalog.=) $1 "
-                                     "AND o.status IN ('succeeded', 'failed') AND NOT o.purged "
+                                     "AND o.status OPERATOR(pg_catalog.=) ANY (ARRAY['succeeded', 'failed']::opledger.op_status[]) AND NOT o.purged "
                                      "AND o.finished_at OPERATOR(pg_catalog.<) $2 "
                                      "AND ($3 OR o.tenant OPERATOR(pg_catalog.=) $4) FOR UPDATE SKIP LOCKED"),
                     {TEXTOID, TIMESTAMPTZOID, BOOLOID, TEXTOID}};

@@ -156,13 +156,13 @@ COMMENT ON COLUMN opledger.events.login IS
     'The login (session user) that made the call; role is the role it acted as. NULL: recorded before 0.4.0';
 
 
--- Counters for the metrics views, so they never scan the ledger. Their count columns
--- are the metrics of OPLEDGER_METRICS (src/core/ledger/metrics.hpp, the one list; the
+-- Counters for the metrics views, so they never scan the ledger. Their counts are
+-- the metrics of OPLEDGER_METRICS (src/core/ledger/metrics.hpp, the one list; the
 -- unit test tests/unit/metric_list_test.cpp checks these tables and the views against
--- it). Every op_* call
--- writes its counts itself, inside the call and the caller's transaction (a
--- rolled-back call or savepoint counts nothing), and never waits on or fails because
--- of another transaction on the counters (a maintenance transaction, a prepared one):
+-- it). Every op_* call writes its counts itself, inside the call and the caller's
+-- transaction (a rolled-back call or savepoint counts nothing), and never waits on or
+-- fails because of another transaction on the counters (a maintenance transaction, a
+-- prepared one):
 -- * it appends them as one row of opledger.counter_deltas: an INSERT whose only key
 --   is a fresh identity value never waits or conflicts, at any isolation level;
 -- * the call whose delta_id is a multiple of 64 (READ COMMITTED only) folds the
@@ -175,34 +175,24 @@ COMMENT ON COLUMN opledger.events.login IS
 -- The views sum both tables, so they are exact at any moment, and the folds keep
 -- the deltas they sum few. Status counts are deltas and may be negative in one row;
 -- their sums are exact.
+--
+-- A delta holds its counts in one array, in the order of OPLEDGER_METRICS: the row
+-- every call appends stays narrow (a wide row of a column per metric costs the INSERT
+-- more to set up than to write), and an array shorter than the list reads as zero
+-- for the metrics after its end, so adding a metric leaves this table as it is.
 CREATE TABLE opledger.counter_deltas (
     delta_id              bigint GENERATED ALWAYS AS IDENTITY,
     tool                  text NOT NULL,
-    begins                bigint NOT NULL DEFAULT 0,
-    executions            bigint NOT NULL DEFAULT 0,
-    duplicates_prevented  bigint NOT NULL DEFAULT 0,
-    successes             bigint NOT NULL DEFAULT 0,
-    failures              bigint NOT NULL DEFAULT 0,
-    retries               bigint NOT NULL DEFAULT 0,
-    unknowns              bigint NOT NULL DEFAULT 0,
-    late_successes        bigint NOT NULL DEFAULT 0,
-    duplicate_effects     bigint NOT NULL DEFAULT 0,
-    manual_interventions  bigint NOT NULL DEFAULT 0,
-    resolutions           bigint NOT NULL DEFAULT 0,
-    n_awaiting_approval   bigint NOT NULL DEFAULT 0,
-    n_pending             bigint NOT NULL DEFAULT 0,
-    n_succeeded           bigint NOT NULL DEFAULT 0,
-    n_failed              bigint NOT NULL DEFAULT 0,
-    n_unknown             bigint NOT NULL DEFAULT 0,
-    n_retryable           bigint NOT NULL DEFAULT 0,
     tenant                text NOT NULL DEFAULT '',
-    non_execute_answers   bigint NOT NULL DEFAULT 0,
     hour                  timestamptz NOT NULL DEFAULT '-infinity',  -- the hour (UTC) of the calls
+    counts                bigint[] NOT NULL,  -- the call's counts, in the order of OPLEDGER_METRICS
     -- (also the replica identity: the folds' DELETEs work when the table is published)
     CONSTRAINT counter_deltas_pkey PRIMARY KEY (delta_id)
 );
 COMMENT ON TABLE opledger.counter_deltas IS
     'Counts appended by each op_* call, folded into opledger.counters now and then by the calls and by op_sweep (the views sum both)';
+COMMENT ON COLUMN opledger.counter_deltas.counts IS
+    'The counts of one call, in the order of the columns of opledger.counters (begins ... non_execute_answers); missing trailing elements are zeros';
 CREATE SEQUENCE opledger.counters_slot_seq AS integer;
 CREATE TABLE opledger.counters (
     tool                  text NOT NULL,

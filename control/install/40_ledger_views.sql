@@ -14,8 +14,9 @@
 -- metrics_hourly, metrics_since) follow OPLEDGER_METRICS (src/core/ledger/metrics.hpp);
 -- tests/unit/metric_list_test.cpp fails when they miss a metric or name one it lacks.
 
--- The counts behind metrics and tool_stats: the totals and the deltas not folded yet,
--- of the tenants the calling role may see. On a distributed ledger each node counts
+-- The counts behind metrics and tool_stats: the totals and the deltas not folded yet
+-- (a delta's counts are the elements of its array, in the order of the list), of the
+-- tenants the calling role may see. On a distributed ledger each node counts
 -- the calls it ran, in its own (local) counters tables; with opledger.cluster_metrics
 -- = on, and Citus's run_command_on_all_nodes present, the counts of every node are
 -- added up (local_only: this node's, what each node answers). docs/operations.md, Citus.
@@ -48,10 +49,15 @@ BEGIN
           FROM opledger.counters AS c
          WHERE c.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*'
         UNION ALL
-        SELECT d.tool, d.tenant, d.begins, d.executions, d.duplicates_prevented, d.successes, d.failures, d.retries,
-               d.unknowns, d.late_successes, d.duplicate_effects, d.manual_interventions, d.resolutions,
-               d.n_awaiting_approval, d.n_pending, d.n_succeeded, d.n_failed, d.n_unknown, d.n_retryable,
-               d.non_execute_answers, d.hour
+        SELECT d.tool, d.tenant, coalesce(d.counts[1], 0) AS begins, coalesce(d.counts[2], 0) AS executions,
+               coalesce(d.counts[3], 0) AS duplicates_prevented, coalesce(d.counts[4], 0) AS successes,
+               coalesce(d.counts[5], 0) AS failures, coalesce(d.counts[6], 0) AS retries,
+               coalesce(d.counts[7], 0) AS unknowns, coalesce(d.counts[8], 0) AS late_successes,
+               coalesce(d.counts[9], 0) AS duplicate_effects, coalesce(d.counts[10], 0) AS manual_interventions,
+               coalesce(d.counts[11], 0) AS resolutions, coalesce(d.counts[12], 0) AS n_awaiting_approval,
+               coalesce(d.counts[13], 0) AS n_pending, coalesce(d.counts[14], 0) AS n_succeeded,
+               coalesce(d.counts[15], 0) AS n_failed, coalesce(d.counts[16], 0) AS n_unknown,
+               coalesce(d.counts[17], 0) AS n_retryable, coalesce(d.counts[18], 0) AS non_execute_answers, d.hour
           FROM opledger.counter_deltas AS d
          WHERE d.tenant OPERATOR(pg_catalog.=) scope OR scope OPERATOR(pg_catalog.=) '*';
 END
@@ -121,12 +127,14 @@ WITH counts AS (
       FROM opledger.operations AS o WHERE o.status = 'unknown'::opledger.op_status
        AND (o.tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant()) OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*')
 ), latency AS (
-    -- unknown -> resolved, over the resolutions of the last 24 hours
+    -- unknown -> resolved, over the resolutions of the last 24 hours. The window ends
+    -- at the statement's start (stable, unlike clock_timestamp()), so that its bound is
+    -- a range scan of operations_resolved_idx instead of a filter over every resolution.
     SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY resolved_at - unknown_since) AS p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY resolved_at - unknown_since) AS p95,
            count(*) AS n
       FROM opledger.operations AS o
-     WHERE o.resolved_at IS NOT NULL AND o.resolved_at > pg_catalog.clock_timestamp() - interval '24 hours'
+     WHERE o.resolved_at IS NOT NULL AND o.resolved_at > pg_catalog.statement_timestamp() - interval '24 hours'
        AND (o.tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant()) OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*')
 )
 SELECT c.duplicates_prevented,

@@ -86,7 +86,7 @@ DROP INDEX opledger.events_kind_lower;
 -- counters (op_sweep folds them all). A tool's count is the sum of both, exactly once.
 CREATE FUNCTION pg_temp.begins_of(t text) RETURNS numeric LANGUAGE sql AS $$
     SELECT coalesce((SELECT sum(begins) FROM opledger.counters WHERE tool = t), 0)
-         + coalesce((SELECT sum(begins) FROM opledger.counter_deltas WHERE tool = t), 0)
+         + coalesce((SELECT sum(counts[1]) FROM opledger.counter_deltas WHERE tool = t), 0)
 $$;
 SELECT pg_temp.begins_of('ep') AS begins_before \gset
 SELECT count(*) FROM (SELECT opledger.op_begin('cnt-a-' || i, 'ep', '{}') FROM generate_series(1, 130) AS i) AS calls;
@@ -140,9 +140,9 @@ SELECT throws_ok($q$DO $do$ BEGIN
 SELECT is(pg_temp.begins_of('ck'), :ck_before::numeric, 'and the refused statement changed no count');
 ALTER TABLE opledger.counters DROP CONSTRAINT few_begins;
 -- A generated column is computed for the ledger's writes.
-ALTER TABLE opledger.counter_deltas ADD COLUMN calls_seen bigint GENERATED ALWAYS AS (begins + successes) STORED;
+ALTER TABLE opledger.counter_deltas ADD COLUMN calls_seen bigint GENERATED ALWAYS AS (counts[1] + counts[4]) STORED;
 SELECT opledger.op_begin('cnt-7', 'ep', '{}');
-SELECT is((SELECT bool_and(calls_seen = begins + successes) FROM opledger.counter_deltas WHERE tool = 'ep'), true,
+SELECT is((SELECT bool_and(calls_seen = counts[1] + counts[4]) FROM opledger.counter_deltas WHERE tool = 'ep'), true,
           'a generated column on counter_deltas is computed for the ledger''s writes');
 ALTER TABLE opledger.counter_deltas DROP COLUMN calls_seen;
 -- NOT NULL added to events.worker: a call without a worker is refused, with 23502.

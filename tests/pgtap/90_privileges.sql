@@ -59,7 +59,7 @@ SELECT throws_ok($$DELETE FROM opledger.events$$, '42501', NULL, 'orchestrator c
 SELECT throws_ok($$SELECT * FROM opledger.operations$$, '42501', NULL, 'orchestrator does not even read the tables');
 SELECT throws_ok($$SELECT secret FROM opledger.hmac_key$$, '42501', NULL, 'orchestrator cannot read the fingerprint key');
 SELECT throws_ok($$UPDATE opledger.counters SET begins = 0$$, '42501', NULL, 'orchestrator cannot touch the counters');
-SELECT throws_ok($$INSERT INTO opledger.counter_deltas (tool, begins) VALUES ('pay', 1000)$$, '42501', NULL,
+SELECT throws_ok($$INSERT INTO opledger.counter_deltas (tool, counts) VALUES ('pay', '{1000}')$$, '42501', NULL,
                  'orchestrator cannot add counts of its own');
 SELECT throws_ok($$SELECT opledger.register_tool('evil', 'read_only')$$, '42501', NULL, 'orchestrator cannot register tools');
 SELECT throws_ok($$SELECT opledger.op_purge('0')$$, '42501', NULL, 'orchestrator cannot purge');

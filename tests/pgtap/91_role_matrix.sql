@@ -272,7 +272,7 @@ INSERT INTO calls91 (k, q, expect) VALUES
     ('agent', $$INSERT INTO opledger.role_tenants (member, tenant) VALUES ('t91_agent', '*')$$, '42501'),
     ('agent', $$UPDATE opledger.operations SET status = 'succeeded' WHERE operation_id = 't91-a3'$$, '42501'),
     ('agent', $$DELETE FROM opledger.events$$, '42501'),
-    ('agent', $$INSERT INTO opledger.counter_deltas (tool, begins) VALUES ('t91.tool', 1000)$$, '42501'),
+    ('agent', $$INSERT INTO opledger.counter_deltas (tool, counts) VALUES ('t91.tool', '{1000}')$$, '42501'),
     ('agent', $$SET opledger.require_attempt = off$$, '42501'),
     ('agent', $$SELECT opledger.reset_rejected_reuses()$$, '42501'),
     ('agent', $$SET opledger.require_registered_tools = off$$, '42501'),

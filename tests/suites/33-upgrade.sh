@@ -94,6 +94,25 @@ make_tree() {
     rm -rf "$tree"/usr/lib/postgresql/15/lib/bitcode/opledger*
 }
 
+# The columns $2 (comma-separated) of counter_deltas as they read now: once a delta
+# holds its counts in one array (0.5.0), a count column of an older version is the
+# element at the metric's position, which is its position among the bigint attributes
+# of opledger._counts_row (the metric list's order, checked by the unit tests).
+delta_columns() {
+    local db=$1 cols=$2
+    if [ "$(q "$db" "SELECT count(*) FROM pg_attribute WHERE attrelid = 'opledger.counter_deltas'::regclass
+                       AND attname = 'counts' AND NOT attisdropped")" != 1 ]; then
+        echo "$cols"
+        return
+    fi
+    q "$db" "SELECT string_agg(coalesce('counts[' || m.position || ']', c.name), ',' ORDER BY c.ord)
+               FROM unnest(string_to_array('$cols', ',')) WITH ORDINALITY AS c(name, ord)
+               LEFT JOIN (SELECT a.attname::text AS metric, row_number() OVER (ORDER BY a.attnum) AS position
+                            FROM pg_attribute AS a
+                           WHERE a.attrelid = 'opledger._counts_row'::regclass AND a.attnum > 0
+                             AND NOT a.attisdropped AND a.atttypid = 'bigint'::regtype) AS m ON m.metric = c.name"
+}
+
 # The ledger's rows as one md5 per table over the given columns (those of the old
 # version), each table's rows ordered by their text.
 # $2: lines "table|col,col,..." (from the old catalog, before the update).
@@ -101,6 +120,7 @@ snapshot() {
     local db=$1 sql="" table cols
     while IFS='|' read -r table cols; do
         [ -n "$table" ] || continue
+        [ "$table" = counter_deltas ] && cols=$(delta_columns "$db" "$cols")
         sql+="${sql:+ UNION ALL }SELECT '$table' AS t, count(*) AS n, md5(coalesce(string_agg(r, E'\\n' ORDER BY r COLLATE \"C\"), '')) AS h
                 FROM (SELECT ROW($cols)::text AS r FROM opledger.$table) AS s"
     done <<<"$2"

@@ -115,11 +115,13 @@ TEST(MetricList, StatusEnumOfTheSchemaMatches) {
     EXPECT_EQ(matches(labels, R"('([a-z_]+)')"), expected);
 }
 
-TEST(MetricList, CountsTablesHaveOneColumnPerMetric) {
+TEST(MetricList, CountsTablesHoldEveryMetric) {
     const std::string schema = read_install("20_ledger_schema.sql");
-    EXPECT_EQ(without(bigint_columns(between(schema, "CREATE TABLE opledger.counter_deltas (", "\n);")), {"delta_id"}),
-              all_metrics());
     EXPECT_EQ(bigint_columns(between(schema, "CREATE TABLE opledger.counters (", "\n);")), all_metrics());
+    // A delta holds the counts in one array, in the order of the list, and no count column.
+    const std::string deltas = between(schema, "CREATE TABLE opledger.counter_deltas (", "\n);");
+    EXPECT_EQ(matches(deltas, R"(\n\s+([a-z_]+)\s+bigint\[\] NOT NULL)"), std::vector<std::string>{"counts"});
+    EXPECT_TRUE(bigint_columns(deltas).empty());
 }
 
 TEST(MetricList, CountsFunctionAndRowTypeReturnEveryMetricInOrder) {
@@ -131,9 +133,17 @@ TEST(MetricList, CountsFunctionAndRowTypeReturnEveryMetricInOrder) {
     const std::set<std::string> keys = {"tool", "tenant", "hour"};
     EXPECT_EQ(without(matches(between(counts, "SELECT c.tool", "FROM opledger.counters"), R"(\bc\.([a-z_]+))"), keys),
               all_metrics());
-    EXPECT_EQ(without(matches(between(counts, "SELECT d.tool", "FROM opledger.counter_deltas"), R"(\bd\.([a-z_]+))"),
-                      keys),
-              all_metrics());
+    // The deltas' branch reads element i of the array as the i-th metric of the list.
+    const std::string delta_branch = between(counts, "SELECT d.tool", "FROM opledger.counter_deltas");
+    EXPECT_EQ(without(matches(delta_branch, R"(\bd\.([a-z_]+))"), keys), std::vector<std::string>(kMetricCount, "counts"));
+    std::vector<std::string> by_position;
+    for (const std::string& pair : matches(delta_branch, R"(\bd\.counts\[([0-9]+\], 0\) AS [a-z_]+))")) {
+        const int position = std::stoi(pair);
+        const std::string name = pair.substr(pair.rfind(' ') + 1);
+        EXPECT_EQ(position, static_cast<int>(by_position.size()) + 1) << name;
+        by_position.push_back(name);
+    }
+    EXPECT_EQ(by_position, all_metrics());
 }
 
 TEST(MetricList, ViewsSumEveryMetric) {

@@ -5,7 +5,8 @@
 // checked against it:
 // - the state machine's Metrics (its fields, operator+=, count());
 // - the SQL layer's statements that write the counts (src/pg/ledger/ledger_tables.cpp
-//   names the columns of opledger.counters and counter_deltas from metric_name());
+//   names the columns of opledger.counters from metric_name(); a row of
+//   counter_deltas holds a call's counts as one array in this order);
 // - the SQL definitions (the two tables, opledger._counts, opledger._counts_row, the
 //   metrics view's sums and metrics_hourly): tests/unit/metric_list_test.cpp reads
 //   control/install/ and fails when one of them names a metric this list does not, or
@@ -14,7 +15,9 @@
 // FLOW(name): calls or transitions of a kind, added up over time (per hour too).
 // STATUS(status): the number of operations in opledger.op_status `status`, kept as
 // +1 / -1 when an operation enters or leaves it; its column is n_<status>.
-// The order is the order of the counts in the statements and of opledger._counts.
+// The order is the order of the counts in the statements and of opledger._counts. A
+// new metric goes at the end: a delta row keeps its counts by position, and one
+// written before the metric existed reads as zero past its end.
 #pragma once
 
 #include <array>

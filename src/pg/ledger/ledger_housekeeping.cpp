@@ -140,6 +140,7 @@ Datum op_sweep(FunctionCallInfo fcinfo) {
     }
     fold_counter_deltas(std::numeric_limits<int>::max());
     retire_counter_hours(now, max_rows, caller.all_tenants, tenant);
+    compact_counter_hours(now, max_rows, caller.all_tenants, tenant);
     spi.finish();
     return Int32GetDatum(swept);
 }

@@ -46,6 +46,7 @@ enum class PlanId : int {
     fold_deltas,       // remove up to $1 deltas, summed per tool (op_sweep)
     fold_window,       // remove the deltas with ids in ($1, $2], summed per tool
     retire_hours,      // remove up to $2 totals rows of hours before $1 (of tenant $4 unless $3), summed per tool
+    compact_hours,     // remove up to $2 totals rows of hours before $1 that share their hour, summed per tool and hour
     count_in_slot,     // add a tool's sums to an unlocked counters row of the tool
     count_new_slot,    // or to a new one
     sweep_candidates,  // IDs of pending operations whose lease ran out, of a tenant, after a key (no lock)

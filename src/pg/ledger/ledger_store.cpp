@@ -15,6 +15,7 @@ extern "C" {
 #include "catalog/pg_type_d.h"
 #include "catalog/namespace.h"
 #include "commands/async.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
@@ -283,7 +284,7 @@ Counts counts_of(const sm::Metrics& m) {
     return counts;
 }
 
-// The parameters of insert_deltas / count_in_slot / count_new_slot.
+// The parameters of count_in_slot / count_new_slot.
 std::array<Datum, kCounterParamsBefore + kCounterColumns> counter_params(Datum tool, Datum tenant, Datum hour,
                                                                           int slot, const Counts& counts) {
     std::array<Datum, kCounterParamsBefore + kCounterColumns> values{};
@@ -352,9 +353,14 @@ void add_counts(const Value& tool_datum, const std::string& tenant, const sm::Me
     bool any = false;
     for (long long d : counts) any = any || d != 0;
     if (!any) return;
-    const auto values =
-        counter_params(tool_datum.datum, string_to_text(tenant), TimestampTzGetDatum(hour_of(now)), -1, counts);
-    execute(PlanId::insert_deltas, values.data(), nullptr, 0);
+    std::array<Datum, kCounterColumns> elements{};
+    for (int i = 0; i < kCounterColumns; ++i) elements[i] = Int64GetDatum(counts[i]);
+    const Datum array = PointerGetDatum(pg_call([&] {
+        return construct_array(elements.data(), kCounterColumns, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+                               TYPALIGN_DOUBLE);
+    }));
+    Datum values[4] = {tool_datum.datum, string_to_text(tenant), TimestampTzGetDatum(hour_of(now)), array};
+    execute(PlanId::insert_deltas, values, nullptr, 0);
     bool is_null = false;
     const int64 delta_id = DatumGetInt64(column(SPI_tuptable, 0, 0, &is_null));
     if (delta_id % kFoldEvery != 0 || IsolationUsesXactSnapshot()) return;
@@ -672,6 +678,12 @@ uint64 retire_counter_hours(sm::Micros now, int max_rows, bool all_tenants, Datu
     const sm::Micros cutoff = now - static_cast<sm::Micros>(ledger_counters_retention_minutes) * USECS_PER_MINUTE;
     Datum values[4] = {TimestampTzGetDatum(cutoff), Int32GetDatum(max_rows), BoolGetDatum(all_tenants), tenant};
     execute(PlanId::retire_hours, values, nullptr, 0);
+    return add_folded_sums();
+}
+
+uint64 compact_counter_hours(sm::Micros now, int max_rows, bool all_tenants, Datum tenant) {
+    Datum values[4] = {TimestampTzGetDatum(hour_of(now)), Int32GetDatum(max_rows), BoolGetDatum(all_tenants), tenant};
+    execute(PlanId::compact_hours, values, nullptr, 0);
     return add_folded_sums();
 }
 

@@ -112,4 +112,13 @@ uint64 fold_counter_deltas(int max_rows);
 // Returns the number of tools folded into. op_sweep runs it.
 uint64 retire_counter_hours(sm::Micros now, int max_rows, bool all_tenants, Datum tenant);
 
+// The slots of finished hours merged: a call adds its counts to a totals row of its
+// hour that no other transaction holds, so a busy hour ends with as many rows per tool
+// and tenant as calls wrote at once. The rows of each hour before the one `now` is in
+// (up to max_rows of them, of tenant `tenant` or, with all_tenants, of every tenant)
+// are summed into one row of that hour, so the views read about one row per tool,
+// tenant and hour kept. Every count stays exact. Returns the number of hours merged
+// into. op_sweep runs it.
+uint64 compact_counter_hours(sm::Micros now, int max_rows, bool all_tenants, Datum tenant);
+
 }  // namespace opledger::pg::ledger

@@ -214,18 +214,13 @@ std::vector<Oid> counter_param_types() {
     return types;
 }
 
-// One call's deltas, appended. No unique key, no lock: this never waits on or
-// conflicts with another transaction at any isolation level.
+// One call's counts, appended as one row ($4, an int8 array in the order of the
+// metric list). No unique key, no lock: this never waits on or conflicts with another
+// transaction at any isolation level.
 StatementText insert_deltas() {
-    std::string columns = "tool, tenant, hour", values = "$1, $2, $3";
-    for (int i = 0; i < kCounterColumns; ++i) {
-        columns += ", " + counter(i);
-        values += ", " + param(kCounterParamsBefore + i);
-    }
-    // ($4, the preferred slot, is unused here: the three statements share parameters.)
-    return {"INSERT INTO opledger.counter_deltas AS d (" + columns + ") VALUES (" + values +
-                ") RETURNING d.delta_id",
-            counter_param_types()};
+    return {"INSERT INTO opledger.counter_deltas AS d (tool, tenant, hour, counts) VALUES ($1, $2, $3, $4) "
+            "RETURNING d.delta_id",
+            {TEXTOID, TEXTOID, TIMESTAMPTZOID, INT8ARRAYOID}};
 }
 
 // Rows of the deltas or of the totals removed and summed per tool, tenant and hour:
@@ -241,9 +236,11 @@ StatementText fold(CountsTable from, const std::string& which, const std::string
                                 : "WITH m AS (DELETE FROM opledger.counters AS d ";
     const char* pick = deltas ? "SELECT l.ctid FROM opledger.counter_deltas AS l "
                               : "SELECT l.ctid FROM opledger.counters AS l ";
+    // A delta's counts are the elements of its array (1-based); a totals row's, its columns.
     std::string sums;
     for (int i = 0; i < kCounterColumns; ++i)
-        sums += ", pg_catalog.sum(m." + counter(i) + ")::pg_catalog.int8";
+        sums += ", pg_catalog.sum(m." + (deltas ? "counts[" + std::to_string(i + 1) + "]" : counter(i)) +
+                ")::pg_catalog.int8";
     return {std::string(remove) + "WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(" + pick + which +
                 " FOR UPDATE OF l SKIP LOCKED)) RETURNING d.*) "
                 "SELECT m.tool, m.tenant, " + hour + sums + " FROM m GROUP BY m.tool, m.tenant, " + hour,
@@ -324,6 +321,15 @@ StatementText statement_text(PlanId id) {
                         "WHERE l.hour OPERATOR(pg_catalog.>) '-infinity'::pg_catalog.timestamptz "
                         "AND l.hour OPERATOR(pg_catalog.<) $1 AND ($3 OR l.tenant OPERATOR(pg_catalog.=) $4) LIMIT $2",
                         "'-infinity'::pg_catalog.timestamptz", {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID});
+        case PlanId::compact_hours:
+            // The totals rows of finished hours (before $1) whose tool, tenant and hour
+            // have another row: a finished hour's slots, summed into one row of it.
+            return fold(CountsTable::totals,
+                        "WHERE l.hour OPERATOR(pg_catalog.<) $1 AND ($3 OR l.tenant OPERATOR(pg_catalog.=) $4) "
+                        "AND EXISTS (SELECT FROM opledger.counters AS s WHERE s.tool OPERATOR(pg_catalog.=) l.tool "
+                        "AND s.tenant OPERATOR(pg_catalog.=) l.tenant AND s.hour OPERATOR(pg_catalog.=) l.hour "
+                        "AND s.slot OPERATOR(pg_catalog.<>) l.slot) LIMIT $2",
+                        "m.hour", {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID});
         case PlanId::count_in_slot:
             return count_in_slot();
         case PlanId::count_new_slot:

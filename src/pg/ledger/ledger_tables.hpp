@@ -41,12 +41,12 @@ enum EventColumn : int {
     kEventColumns
 };
 
-// opledger.counter_deltas and opledger.counters: the parameters of insert_deltas,
-// count_in_slot and count_new_slot are the tool, the tenant, the hour (UTC, of the
-// call), a preferred slot (counters only), then the counts in the order of
-// OPLEDGER_METRICS (core/ledger/metrics.hpp, the one list of the metrics, which also
-// names the columns); fold_deltas returns the tool, the tenant, the hour and the
-// summed counts in that order.
+// opledger.counter_deltas and opledger.counters: the parameters of count_in_slot and
+// count_new_slot are the tool, the tenant, the hour (UTC, of the call), a preferred
+// slot, then the counts in the order of OPLEDGER_METRICS (core/ledger/metrics.hpp, the
+// one list of the metrics, which also names the columns); insert_deltas takes the
+// tool, the tenant, the hour and the counts as one int8 array in that order; the
+// folds return the tool, the tenant, the hour and the summed counts in that order.
 inline constexpr int kCounterColumns = core::ledger::kMetricCount;
 inline constexpr int kCounterParamsBefore = 4;  // $1 tool, $2 tenant, $3 hour, $4 preferred slot
 

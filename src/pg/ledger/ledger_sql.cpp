@@ -85,12 +85,13 @@ SPIPlanPtr update_plan_for(ColumnSet columns, bool returning) {
 }
 
 // The most memory a saved statement's generic plan may hold before it is built anew.
-// A plan of these statements takes a few tens of kB. Citus 13.2 (also 12.1.11 and
-// later, 14.0) grows it on every call that runs a statement on a shard of the node it
+// A plan of these statements takes a few tens of kB. Citus 13.2.1 and later (also 12.1.11
+// and later, 14.0) grows it on every call that runs a statement on a shard of the node it
 // is on, when the shard is chosen at execution (operation_id = $1): it plans the
 // statement for that shard again and appends that plan to the generic plan's memory
 // instead of finding the one it kept for the shard before, tens of kB per call for the
-// backend's lifetime (a worker's backend that served 500 calls held 150 MB).
+// backend's lifetime (a worker backend serving one coordinator session held 326 MB
+// of its own after 3000 begin+succeed cycles).
 constexpr Size kMaxGenericPlanBytes = Size{1} << 20;
 
 // Marks a saved statement's generic plan invalid once its memory passed

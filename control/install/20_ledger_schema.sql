@@ -95,6 +95,7 @@ CREATE TABLE opledger.operations (
     created_login         text,                   -- the login behind created_role (see the column comments)
     approved_login        text,                   -- the login behind approved_role
     resolved_login        text,                   -- the login behind resolved_role
+    chain_head            text,                   -- hash of its last event (NULL: no event hashed yet)
     CONSTRAINT operations_pkey PRIMARY KEY (operation_id),
     CONSTRAINT operations_operation_id_check
         CHECK (operation_id <> '' AND pg_catalog.octet_length(operation_id) <= 1024),
@@ -147,6 +148,7 @@ CREATE TABLE opledger.events (
     role           text,                -- the database role that made the call (NULL: recorded before 0.3.0)
     tenant         text NOT NULL DEFAULT '',
     login          text,                -- the login behind role (see the column comment)
+    hash           text,                -- hash chain link (docs/receipts.md); NULL: recorded before 0.5.0
     CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id),
     CONSTRAINT events_operation_id_seq_key UNIQUE (operation_id, seq)
 );

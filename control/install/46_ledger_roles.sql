@@ -87,6 +87,9 @@ BEGIN
     GRANT SELECT ON opledger.operations, opledger.events, opledger.tools, opledger.role_tenants,
         opledger.unknown_operations, opledger.metrics, opledger.tool_stats, opledger.rejected_reuses,
         opledger.metrics_hourly TO opledger_admin;
+
+    -- Receipts and the events' hash chain (48_receipts.sql).
+    PERFORM opledger._grant_receipts();
 END
 $$;
 COMMENT ON FUNCTION opledger.create_roles() IS

@@ -143,7 +143,7 @@ private:
         row.created_login = caller_.login_name;
         now_ = GetCurrentTimestamp();
         const core::ledger::Transition t = core::ledger::begin_new(policy_.rules, call_, now_);
-        std::optional<OperationRow> inserted = insert_operation(row, t, now_);
+        std::optional<OperationRow> inserted = insert_operation(row, t, values_, now_);
         if (!inserted) {
             guess_new_id = false;
             return std::nullopt;

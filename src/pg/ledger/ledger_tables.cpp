@@ -66,6 +66,7 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"created_login", TEXTOID, Written::on_insert, ""},
     {"approved_login", TEXTOID, Written::always, ""},
     {"resolved_login", TEXTOID, Written::always, ""},
+    {"chain_head", TEXTOID, Written::always, ""},
 }};
 
 struct EventColumnSpec {
@@ -90,6 +91,7 @@ const std::array<EventColumnSpec, kEventColumns> kEvents = {{
     {"role", TEXTOID, ""},
     {"tenant", TEXTOID, ""},
     {"login", TEXTOID, ""},
+    {"hash", TEXTOID, ""},
 }};
 
 // A count's column (all bigint), by its position in OPLEDGER_METRICS.
@@ -358,7 +360,8 @@ StatementText statement_text(PlanId id) {
                     {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID},
                     Planning::custom_multi_shard};
         case PlanId::last_event_seq:
-            return {"SELECT pg_catalog.max(e.seq) FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1",
+            return {"SELECT e.seq, e.hash FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1 "
+                    "ORDER BY e.seq DESC LIMIT 1",
                     {TEXTOID}};
         case PlanId::lock_operation_reserving_seq:
             // The row lock and the seq of the call's (first) event in one statement:
@@ -403,8 +406,9 @@ StatementText statement_text(PlanId id) {
             // A tombstone's audit trail: every event of the operation (its key's prefix).
             return {"DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1", {TEXTOID}};
         case PlanId::bump_event_seq:
-            return {"UPDATE opledger.operations AS o SET event_seq = $2 WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
-                    {TEXTOID, INT4OID}};
+            return {"UPDATE opledger.operations AS o SET event_seq = $2, chain_head = $3 "
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID, INT4OID, TEXTOID}};
         case PlanId::role_tenants:
             return {"SELECT r.member::pg_catalog.oid, r.tenant FROM opledger.role_tenants AS r", {}};
         case PlanId::count_:

@@ -48,13 +48,13 @@ CREATE POLICY tenant_scope ON opledger.receipts FOR SELECT
     USING (tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant())
            OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*');
 REVOKE ALL ON opledger.receipt_keys, opledger.receipt_signing_keys, opledger.receipts FROM PUBLIC;
-GRANT SELECT ON opledger.receipt_keys TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_signing_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipts', '');
 
 CREATE FUNCTION opledger._ed25519_keypair(OUT private_key bytea, OUT public_key text)
     LANGUAGE c VOLATILE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'opledger_ed25519_keypair';
 REVOKE EXECUTE ON FUNCTION opledger._ed25519_keypair() FROM PUBLIC;
 
@@ -104,6 +104,7 @@ AS $$
 $$;
 COMMENT ON FUNCTION opledger.receipt_public_keys() IS
     'The public Ed25519 keys receipts are signed with (base64url), retired ones included';
+REVOKE EXECUTE ON FUNCTION opledger.receipt_public_keys() FROM PUBLIC;
 
 CREATE FUNCTION opledger.verify_chain(operation_id text)
     RETURNS TABLE (valid boolean, events bigint, head text, first_broken_seq bigint, reason text)
@@ -183,6 +184,8 @@ BEGIN
         opledger.receipt_public_keys()
     TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
     GRANT EXECUTE ON FUNCTION opledger.receipt_public_keys() TO opledger_agent;
+    GRANT SELECT ON opledger.receipt_keys
+        TO opledger_agent, opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
     GRANT SELECT ON opledger.receipts TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
     GRANT EXECUTE ON FUNCTION opledger.create_receipt_key(), opledger.retire_receipt_key() TO opledger_admin;
 END

@@ -102,6 +102,18 @@ SELECT is(pg_temp.broken('rc3'), 'valid', 'a new history after kept events chain
 SELECT is((SELECT max(seq) FROM opledger.events WHERE operation_id = 'rc3'), 2, 'and continues their seqs');
 ROLLBACK TO SAVEPOINT t;
 
+-- A purged operation keeps its chain head on the tombstone (receipts quote it).
+CREATE TEMP TABLE head_before AS SELECT chain_head FROM opledger.operations WHERE operation_id = 'rc1';
+SELECT opledger.op_purge('0 seconds');
+SELECT is((SELECT chain_head FROM opledger.operations WHERE operation_id = 'rc1'), (SELECT chain_head FROM head_before),
+          'op_purge leaves the chain head as it was');
+SELECT ok((SELECT purged AND chain_head IS NOT NULL FROM opledger.operations WHERE operation_id = 'rc1'),
+          'op_purge keeps the chain head');
+SELECT results_eq($$ SELECT valid, events, reason FROM opledger.verify_chain('rc1') $$,
+                  $$ VALUES (true, 0::bigint, 'the operation was purged: its events are gone and the tombstone keeps the chain head'::text) $$,
+                  'a purged operation''s chain is valid, and says why it has no events');
+ROLLBACK TO SAVEPOINT t;
+
 -- Who may verify: the roles that read events, within their tenant.
 SELECT opledger.create_roles();
 SET LOCAL ROLE opledger_dashboard;

@@ -121,9 +121,10 @@ ChainVerdict check_chain(Datum operation_id) {
     Oid types[1] = {TEXTOID};
     std::optional<std::string> row_head;
     bool row_exists = false;
+    bool purged = false;
     {
         const int rc = pg_call([&] {
-            return SPI_execute_with_args("SELECT o.chain_head FROM opledger.operations AS o "
+            return SPI_execute_with_args("SELECT o.chain_head, o.purged FROM opledger.operations AS o "
                                          "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
                                          1, types, args, nullptr, true, 1);
         });
@@ -133,6 +134,7 @@ ChainVerdict check_chain(Datum operation_id) {
             bool null = false;
             const Datum head = column(SPI_tuptable, 0, 0, &null);
             if (!null) row_head = text_to_string(head);
+            purged = DatumGetBool(column(SPI_tuptable, 0, 1, &null));
         }
     }
     const int rc = pg_call([&] {
@@ -186,6 +188,13 @@ ChainVerdict check_chain(Datum operation_id) {
     v.head = prev;
     if (!row_exists) {
         if (count > 0) v.reason = "the operation row is gone; its events were checked among themselves";
+        return v;
+    }
+    if (purged && count == 0) {
+        // op_purge deletes the events and keeps the tombstone's chain head, which
+        // receipts issued before still quote.
+        v.head = row_head;
+        if (row_head) v.reason = "the operation was purged: its events are gone and the tombstone keeps the chain head";
         return v;
     }
     if (row_head != prev) {

@@ -112,6 +112,13 @@ SELECT ok((SELECT purged AND chain_head IS NOT NULL FROM opledger.operations WHE
 SELECT results_eq($$ SELECT valid, events, reason FROM opledger.verify_chain('rc1') $$,
                   $$ VALUES (true, 0::bigint, 'the operation was purged: its events are gone and the tombstone keeps the chain head'::text) $$,
                   'a purged operation''s chain is valid, and says why it has no events');
+SELECT opledger.op_begin('rc1', 'rc_tool', '{"n":1}');  -- the tombstone answers; a new event
+SELECT opledger.op_begin('rc1', 'rc_tool', '{"n":1}');
+SELECT results_eq($$ SELECT valid, events, reason FROM opledger.verify_chain('rc1') $$,
+                  $$ VALUES (true, 2::bigint, 'the operation was purged: the chain is checked from seq 5, whose link to the purged events cannot be recomputed'::text) $$,
+                  'events after a purge are checked from the first of them');
+UPDATE opledger.events SET worker = 'x' WHERE operation_id = 'rc1' AND seq = 6;
+SELECT is(pg_temp.broken('rc1'), 'broken at 6', 'and a change after that first one is found');
 ROLLBACK TO SAVEPOINT t;
 
 -- Who may verify: the roles that read events, within their tenant.

@@ -152,6 +152,7 @@ ChainVerdict check_chain(Datum operation_id) {
     std::optional<std::string> prev;
     bool chained = false;
     long long first_chained_seq = 0;
+    long long purged_start_seq = 0;
     auto broken = [&](long long seq, std::string why) {
         v.valid = false;
         v.first_broken_seq = seq;
@@ -176,6 +177,16 @@ ChainVerdict check_chain(Datum operation_id) {
         EventTexts texts;
         const std::string expected = chain::event_hash(chain_event(values.data(), nulls.data(), texts), view(prev));
         const std::string stored = text_to_string(values[ec_hash]);
+        if (stored != expected && !chained && purged) {
+            // Events after a purge chain to the tombstone's head at the time, whose
+            // events are gone: that one link cannot be recomputed. The chain is
+            // checked from this event on.
+            purged_start_seq = seq;
+            chained = true;
+            first_chained_seq = seq;
+            prev = stored;
+            continue;
+        }
         if (stored != expected) {
             broken(seq, chained ? "the event's hash does not match its contents and the hash of the event before it"
                                 : "the event's hash does not match its contents (first event of the chain)");
@@ -208,7 +219,10 @@ ChainVerdict check_chain(Datum operation_id) {
         v.head = row_head;
         return v;
     }
-    if (first_chained_seq > 1)
+    if (purged_start_seq > 0)
+        v.reason = "the operation was purged: the chain is checked from seq " + std::to_string(purged_start_seq) +
+                   ", whose link to the purged events cannot be recomputed";
+    else if (first_chained_seq > 1)
         v.reason = "the chain starts at seq " + std::to_string(first_chained_seq) +
                    "; the events before it were recorded before 0.5.0 and have no hash";
     else if (!chained && count > 0)

@@ -69,7 +69,7 @@ BEGIN
 
     -- The admin (operator): everything but the fingerprint key, every tenant.
     GRANT EXECUTE ON FUNCTION
-        opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]),
+        opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean),
         opledger.op_begin(text, text, jsonb, text, text, interval),
         opledger.op_succeed(text, jsonb, integer, text),
         opledger.op_fail(text, jsonb, boolean, integer, text),

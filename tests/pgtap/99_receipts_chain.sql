@@ -20,9 +20,13 @@ SELECT opledger.op_begin('rc3', 'rc_tool', '{"n":3}');
 SELECT is((SELECT count(*) FROM opledger.events WHERE operation_id LIKE 'rc%' AND hash IS NULL), 0::bigint,
           'every event written has a hash');
 SELECT is((SELECT count(*) FROM opledger.events WHERE operation_id = 'rc1'), 4::bigint, 'rc1 has four events');
+-- The in_progress answer and the replay wrote only their events (the lock that took
+-- their seq was the row's one write): the row's head names the event it hashes.
+SELECT results_eq($$ SELECT chain_seq, event_seq FROM opledger.operations WHERE operation_id = 'rc1' $$,
+                  $$ VALUES (3, 4) $$, 'a replay leaves the row''s chain head at the last transition''s event');
 SELECT is((SELECT chain_head FROM opledger.operations WHERE operation_id = 'rc1'),
-          (SELECT hash FROM opledger.events WHERE operation_id = 'rc1' ORDER BY seq DESC LIMIT 1),
-          'the row''s chain head is the last event''s hash, also after a replay that changed nothing else');
+          (SELECT hash FROM opledger.events WHERE operation_id = 'rc1' AND seq = 3),
+          'the row''s chain head is the hash of event chain_seq');
 SELECT is((SELECT count(DISTINCT hash) FROM opledger.events WHERE operation_id LIKE 'rc%'),
           (SELECT count(*) FROM opledger.events WHERE operation_id LIKE 'rc%'), 'no two events share a hash');
 SELECT ok(hash ~ '^[0-9a-f]{64}$', 'hashes are 64 hex digits') FROM opledger.events WHERE operation_id = 'rc1' AND seq = 1;
@@ -30,7 +34,7 @@ SELECT ok(hash ~ '^[0-9a-f]{64}$', 'hashes are 64 hex digits') FROM opledger.eve
 SELECT results_eq($$ SELECT valid, events, first_broken_seq, reason FROM opledger.verify_chain('rc1') $$,
                   $$ VALUES (true, 4::bigint, NULL::bigint, NULL::text) $$, 'an untouched chain is valid');
 SELECT is((SELECT head FROM opledger.verify_chain('rc1')),
-          (SELECT chain_head FROM opledger.operations WHERE operation_id = 'rc1'), 'verify_chain reports the head');
+          (SELECT hash FROM opledger.events WHERE operation_id = 'rc1' AND seq = 4), 'verify_chain reports the last event''s hash');
 SELECT results_eq($$ SELECT valid, events FROM opledger.verify_chain('no-such-op') $$,
                   $$ VALUES (true, 0::bigint) $$, 'an unknown ID has an empty, valid chain');
 SELECT results_eq($$ SELECT checked, valid, next_after FROM opledger.verify_chains(NULL, 'rb', 2) $$,
@@ -75,9 +79,22 @@ UPDATE opledger.events AS e SET detail = '{"result":{"ok":false}}', hash = (SELE
 SELECT is(pg_temp.broken('rc1'), 'broken at 3', 'a replaced result event is found');
 ROLLBACK TO SAVEPOINT t;
 
-UPDATE opledger.operations SET chain_head = (SELECT hash FROM opledger.events WHERE operation_id = 'rc1' AND seq = 3)
+UPDATE opledger.operations SET chain_head = (SELECT hash FROM opledger.events WHERE operation_id = 'rc1' AND seq = 2)
  WHERE operation_id = 'rc1';
-SELECT is(pg_temp.broken('rc1'), 'broken at 4', 'a chain head moved back is found');
+SELECT is(pg_temp.broken('rc1'), 'broken at 3', 'a chain head moved back is found');
+ROLLBACK TO SAVEPOINT t;
+
+-- The next transition after a replay chains to the replay's event (read once, as the
+-- row's head trails), and writes the head again.
+SELECT opledger.op_begin('rc4', 'rc_tool', '{"n":4}');
+SELECT opledger.op_begin('rc4', 'rc_tool', '{"n":4}');  -- in_progress
+SELECT opledger.op_begin('rc4', 'rc_tool', '{"n":4}');  -- in_progress again: chained to the one before
+SELECT opledger.op_succeed('rc4', '{}');
+SELECT is(pg_temp.broken('rc4'), 'valid', 'answers that wrote only their events chain on, and so does the next transition');
+SELECT results_eq($$ SELECT chain_seq, event_seq FROM opledger.operations WHERE operation_id = 'rc4' $$,
+                  $$ VALUES (4, 4) $$, 'the transition brings the row''s head up to its event');
+UPDATE opledger.events SET worker = 'x' WHERE operation_id = 'rc4' AND seq = 2;
+SELECT is(pg_temp.broken('rc4'), 'broken at 2', 'a changed answer event between transitions is found');
 ROLLBACK TO SAVEPOINT t;
 
 UPDATE opledger.events SET detail = '{}' WHERE operation_id = 'rc2' AND seq = 1;
@@ -103,10 +120,10 @@ SELECT is((SELECT max(seq) FROM opledger.events WHERE operation_id = 'rc3'), 2, 
 ROLLBACK TO SAVEPOINT t;
 
 -- A purged operation keeps its chain head on the tombstone (receipts quote it).
-CREATE TEMP TABLE head_before AS SELECT chain_head FROM opledger.operations WHERE operation_id = 'rc1';
+CREATE TEMP TABLE head_before AS SELECT hash AS chain_head FROM opledger.events WHERE operation_id = 'rc1' AND seq = 4;
 SELECT opledger.op_purge('0 seconds');
 SELECT is((SELECT chain_head FROM opledger.operations WHERE operation_id = 'rc1'), (SELECT chain_head FROM head_before),
-          'op_purge leaves the chain head as it was');
+          'op_purge keeps the hash of the last event (a replay''s, which the row''s head trailed) on the tombstone');
 SELECT ok((SELECT purged AND chain_head IS NOT NULL FROM opledger.operations WHERE operation_id = 'rc1'),
           'op_purge keeps the chain head');
 SELECT results_eq($$ SELECT valid, events, reason FROM opledger.verify_chain('rc1') $$,

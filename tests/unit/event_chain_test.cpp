@@ -122,5 +122,66 @@ TEST(Receipt, Ed25519MatchesRfc8032Vector) {
     EXPECT_TRUE(ed25519_verify(pub, "", sig));
 }
 
+TEST(Receipt, UtcTimeFormatsMicrosecondsAndRefusesFarYears) {
+    EXPECT_EQ(utc_time(0), "1970-01-01T00:00:00.000000Z");
+    EXPECT_EQ(utc_time(1764763200123456LL), "2025-12-03T12:00:00.123456Z");
+    EXPECT_EQ(utc_time(951782400000001LL), "2000-02-29T00:00:00.000001Z");  // a leap day
+    EXPECT_EQ(utc_time(-1), "1969-12-31T23:59:59.999999Z");
+    EXPECT_EQ(utc_time(253402300799999999LL), "9999-12-31T23:59:59.999999Z");
+    EXPECT_THROW(utc_time(253402300800000000LL), std::out_of_range);
+}
+
+ReceiptFacts sample_facts() {
+    ReceiptFacts f;
+    f.kind = "succeeded";
+    f.operation_id = "op-1";
+    f.tenant = "";
+    f.tool = "payments.refund";
+    f.status = "succeeded";
+    f.fingerprint_alg = "jcs-sha256/1";
+    f.args_fingerprint = "ab";
+    f.outcome_fingerprint = "cd";
+    f.attempt = 1;
+    f.resolved_by = std::nullopt;
+    f.approved_by = "approver";
+    f.at = 1000000;
+    f.finished_at = 1000000;
+    f.seq = 2;
+    f.chain_head = "ef";
+    f.key_id = "ed25519-0011";
+    return f;
+}
+
+// The exact bytes a receipt's signature covers: every verifier rebuilds them from
+// the receipt's members (RFC 8785 of the object without "signature").
+TEST(Receipt, SignedBytesAreTheCanonicalObjectWithoutTheSignature) {
+    EXPECT_EQ(receipt_canonical(receipt_members(sample_facts())),
+              R"({"approved_at":null,"approved_by":"approver","args_fingerprint":"ab","at":"1970-01-01T00:00:01.000000Z",)"
+              R"("attempt":1,"chain_head":"ef","finished_at":"1970-01-01T00:00:01.000000Z",)"
+              R"("fingerprint_alg":"jcs-sha256/1","key_id":"ed25519-0011","kind":"succeeded",)"
+              R"("operation_id":"op-1","outcome_fingerprint":"cd","resolved_by":null,"seq":2,)"
+              R"("status":"succeeded","tenant":"","tool":"payments.refund","v":1})");
+}
+
+TEST(Receipt, SignedReceiptVerifiesAndAnyChangedFactDoesNot) {
+    const Ed25519KeyPair pair = ed25519_generate();
+    const std::string receipt = signed_receipt(sample_facts(), pair.private_key);
+    const std::string signed_bytes = receipt_canonical(receipt_members(sample_facts()));
+    // The receipt is the signed object with "signature" in its sorted place.
+    const std::string marker = R"(,"signature":")";
+    const std::size_t at = receipt.find(marker);
+    ASSERT_NE(at, std::string::npos);
+    const std::size_t end = receipt.find('"', at + marker.size());
+    ASSERT_NE(end, std::string::npos);
+    const std::string sig_text = receipt.substr(at + marker.size(), end - at - marker.size());
+    EXPECT_EQ(receipt.substr(0, at) + receipt.substr(end + 1), signed_bytes);
+    const std::optional<std::string> sig = base64url_decode(sig_text);
+    ASSERT_TRUE(sig.has_value());
+    EXPECT_TRUE(ed25519_verify(pair.public_key, signed_bytes, *sig));
+    ReceiptFacts other = sample_facts();
+    other.operation_id = "op-2";
+    EXPECT_FALSE(ed25519_verify(pair.public_key, receipt_canonical(receipt_members(other)), *sig));
+}
+
 }  // namespace
 }  // namespace opledger::core::test

@@ -1,6 +1,7 @@
 #include "core/ledger/event_chain.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 
@@ -140,6 +141,75 @@ std::string receipt_canonical(ReceiptMembers members) {
     }
     out.push_back('}');
     return out;
+}
+
+std::string utc_time(long long unix_micros) {
+    // Days to a civil date (proleptic Gregorian), after H. Hinnant's public-domain algorithm.
+    long long seconds = unix_micros / 1000000;
+    long long micros = unix_micros % 1000000;
+    if (micros < 0) {
+        micros += 1000000;
+        seconds -= 1;
+    }
+    long long days = seconds / 86400;
+    long long rest = seconds % 86400;
+    if (rest < 0) {
+        rest += 86400;
+        days -= 1;
+    }
+    const long long z = days + 719468;
+    const long long era = (z >= 0 ? z : z - 146096) / 146097;
+    const long long doe = z - era * 146097;
+    const long long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const long long doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const long long mp = (5 * doy + 2) / 153;
+    const long long day = doy - (153 * mp + 2) / 5 + 1;
+    const long long month = mp < 10 ? mp + 3 : mp - 9;
+    const long long year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+    if (year < 1 || year > 9999) throw std::out_of_range("utc_time: the year is outside 0001 to 9999");
+    char out[40];
+    std::snprintf(out, sizeof out, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06lldZ", year, month, day, rest / 3600,
+                  rest / 60 % 60, rest % 60, micros);
+    return out;
+}
+
+namespace {
+
+std::string canonical_optional(const std::optional<std::string>& value) {
+    return value ? canonical_string(*value) : std::string("null");
+}
+
+}  // namespace
+
+ReceiptMembers receipt_members(const ReceiptFacts& f) {
+    ReceiptMembers m;
+    m.reserve(18);
+    m.emplace_back("v", std::to_string(kReceiptVersion));
+    m.emplace_back("kind", canonical_string(f.kind));
+    m.emplace_back("operation_id", canonical_string(f.operation_id));
+    m.emplace_back("tenant", canonical_string(f.tenant));
+    m.emplace_back("tool", canonical_string(f.tool));
+    m.emplace_back("status", canonical_string(f.status));
+    m.emplace_back("fingerprint_alg", canonical_string(f.fingerprint_alg));
+    m.emplace_back("args_fingerprint", canonical_string(f.args_fingerprint));
+    m.emplace_back("outcome_fingerprint", canonical_optional(f.outcome_fingerprint));
+    m.emplace_back("attempt", f.attempt ? std::to_string(*f.attempt) : std::string("null"));
+    m.emplace_back("approved_by", canonical_optional(f.approved_by));
+    m.emplace_back("resolved_by", canonical_optional(f.resolved_by));
+    m.emplace_back("at", canonical_string(utc_time(f.at)));
+    m.emplace_back("approved_at", f.approved_at ? canonical_string(utc_time(*f.approved_at)) : std::string("null"));
+    m.emplace_back("finished_at", f.finished_at ? canonical_string(utc_time(*f.finished_at)) : std::string("null"));
+    m.emplace_back("seq", std::to_string(f.seq));
+    m.emplace_back("chain_head", canonical_string(f.chain_head));
+    m.emplace_back("key_id", canonical_string(f.key_id));
+    return m;
+}
+
+std::string signed_receipt(const ReceiptFacts& facts, std::string_view private_key) {
+    ReceiptMembers members = receipt_members(facts);
+    const std::string signature = ed25519_sign(private_key, receipt_canonical(members));
+    members.emplace_back("signature", canonical_string(base64url_encode(signature)));
+    return receipt_canonical(std::move(members));
 }
 
 Ed25519KeyPair ed25519_generate() {

@@ -57,6 +57,44 @@ std::string receipt_canonical(ReceiptMembers members);
 // A JSON string's canonical form (quoted, escaped); throws JsonError on invalid UTF-8.
 std::string canonical_string(std::string_view utf8);
 
+// RFC 3339 UTC time with six fraction digits ("2026-12-03T14:30:00.123456Z") of
+// microseconds since 1970-01-01 UTC; years 0001 to 9999.
+std::string utc_time(long long unix_micros);
+
+// What a receipt states (docs/receipts.md, "The receipt"). kind: approved, succeeded,
+// failed or resolved; seq/chain_head: the event the receipt covers and its hash;
+// outcome_fingerprint: lowercase hex SHA-256 of the RFC 8785 form of the result
+// (status succeeded) or the error (status failed), nullopt when there is none.
+struct ReceiptFacts {
+    std::string kind;
+    std::string operation_id;
+    std::string tenant;
+    std::string tool;
+    std::string status;
+    std::string fingerprint_alg;
+    std::string args_fingerprint;  // lowercase hex
+    std::optional<std::string> outcome_fingerprint;
+    std::optional<long long> attempt;
+    std::optional<std::string> approved_by;  // roles
+    std::optional<std::string> resolved_by;
+    // Microseconds since 1970-01-01 UTC: the covered event's time, the approval's and
+    // the final state's (nullopt: none).
+    long long at = 0;
+    std::optional<long long> approved_at;
+    std::optional<long long> finished_at;
+    long long seq = 0;
+    std::string chain_head;
+    std::string key_id;
+};
+inline constexpr int kReceiptVersion = 1;
+
+// The receipt's members but its signature ("v", every fact, "key_id"). Throws
+// JsonError when a text is not valid UTF-8.
+ReceiptMembers receipt_members(const ReceiptFacts& facts);
+// The receipt as stored and handed out: receipt_members plus "signature", the
+// base64url Ed25519 signature of receipt_canonical(receipt_members(facts)); RFC 8785 text.
+std::string signed_receipt(const ReceiptFacts& facts, std::string_view private_key);
+
 // Ed25519 (RFC 8032) through OpenSSL 3. Keys are the raw 32-byte forms.
 struct Ed25519KeyPair {
     std::string private_key;  // 32 bytes

@@ -122,9 +122,10 @@ ChainVerdict check_chain(Datum operation_id) {
     std::optional<std::string> row_head;
     bool row_exists = false;
     bool purged = false;
+    long long row_chain_seq = 0, row_event_seq = 0;
     {
         const int rc = pg_call([&] {
-            return SPI_execute_with_args("SELECT o.chain_head, o.purged FROM opledger.operations AS o "
+            return SPI_execute_with_args("SELECT o.chain_head, o.purged, o.chain_seq, o.event_seq FROM opledger.operations AS o "
                                          "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
                                          1, types, args, nullptr, true, 1);
         });
@@ -135,6 +136,10 @@ ChainVerdict check_chain(Datum operation_id) {
             const Datum head = column(SPI_tuptable, 0, 0, &null);
             if (!null) row_head = text_to_string(head);
             purged = DatumGetBool(column(SPI_tuptable, 0, 1, &null));
+            const Datum chain_seq = column(SPI_tuptable, 0, 2, &null);
+            if (!null) row_chain_seq = DatumGetInt32(chain_seq);
+            const Datum event_seq = column(SPI_tuptable, 0, 3, &null);
+            if (!null) row_event_seq = DatumGetInt32(event_seq);
         }
     }
     const int rc = pg_call([&] {
@@ -153,6 +158,9 @@ ChainVerdict check_chain(Datum operation_id) {
     bool chained = false;
     long long first_chained_seq = 0;
     long long purged_start_seq = 0;
+    // The stored hash of event row_chain_seq, which the row's head must equal.
+    std::optional<std::string> hash_at_chain_seq;
+    bool chain_seq_seen = false;
     auto broken = [&](long long seq, std::string why) {
         v.valid = false;
         v.first_broken_seq = seq;
@@ -185,6 +193,10 @@ ChainVerdict check_chain(Datum operation_id) {
             chained = true;
             first_chained_seq = seq;
             prev = stored;
+            if (seq == row_chain_seq) {
+                hash_at_chain_seq = stored;
+                chain_seq_seen = true;
+            }
             continue;
         }
         if (stored != expected) {
@@ -195,6 +207,10 @@ ChainVerdict check_chain(Datum operation_id) {
         if (!chained) first_chained_seq = seq;
         chained = true;
         prev = stored;
+        if (seq == row_chain_seq) {
+            hash_at_chain_seq = stored;
+            chain_seq_seen = true;
+        }
     }
     v.head = prev;
     if (!row_exists) {
@@ -208,14 +224,22 @@ ChainVerdict check_chain(Datum operation_id) {
         if (row_head) v.reason = "the operation was purged: its events are gone and the tombstone keeps the chain head";
         return v;
     }
-    if (row_head != prev) {
-        long long last_seq = 0;
-        if (count > 0) {
-            bool null = false;
-            last_seq = DatumGetInt32(column(table, count - 1, ec_seq, &null));
-        }
-        broken(last_seq, "the operation's chain head is not the hash of its last event (an event was added, "
-                         "removed or changed at the end)");
+    long long last_seq = 0;
+    if (count > 0) {
+        bool null = false;
+        last_seq = DatumGetInt32(column(table, count - 1, ec_seq, &null));
+    }
+    // The row's head is the hash of event chain_seq (the last one, unless answers
+    // that wrote only their event came after it), and its event_seq the last seq.
+    if (count > 0 && last_seq != row_event_seq) {
+        broken(last_seq, "the operation's last event is not the one its row counts (an event was added or "
+                         "removed at the end)");
+        return v;
+    }
+    const bool head_events_gone = purged && !chain_seq_seen;  // the head's event went with the purge
+    if (!head_events_gone && (row_chain_seq == 0 ? row_head.has_value() : row_head != hash_at_chain_seq)) {
+        broken(row_chain_seq > 0 ? row_chain_seq : last_seq,
+               "the operation's chain head is not the hash of the event it names (an event was removed or changed)");
         v.head = row_head;
         return v;
     }
@@ -237,7 +261,75 @@ std::string chain_hash(const Datum* values, const char* nulls, const std::option
     return chain::event_hash(chain_event(values, nulls, texts), view(prev));
 }
 
+void issue_receipt(const OperationRow& row, const sm::Transition& t, const std::vector<OperationRow::EventRow>& events,
+                   sm::Status before) {
+    const char* kind = nullptr;
+    for (const sm::Event& e : t.events) {
+        if (e.kind == "approve") kind = "approved";
+        if (e.kind == "resolve") kind = "resolved";
+    }
+    const sm::Status after = t.after.status;
+    if (!kind && after != before && (after == sm::Status::succeeded || after == sm::Status::failed))
+        kind = sm::status_name(after);
+    if (!kind) return;
+
+    execute(PlanId::receipt_key, nullptr, nullptr, 1);
+    if (SPI_processed != 1)
+        throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "opledger: no receipt signing key is in use",
+                       "The operation's tool asks for receipts, and every signing key is retired; nothing was recorded.",
+                       "An admin makes one with opledger.create_receipt_key(); then call again.");
+    bool null = false;
+    chain::ReceiptFacts f;
+    f.key_id = text_to_string(column(SPI_tuptable, 0, 0, &null));
+    const std::string private_key = bytea_to_string(column(SPI_tuptable, 0, 1, &null));
+
+    const OperationRow::EventRow& last = events.back();
+    f.kind = kind;
+    f.operation_id = text_to_string(row.operation_id.datum);
+    f.tenant = row.tenant;
+    f.tool = row.tool;
+    f.status = sm::status_name(after);
+    f.fingerprint_alg = row.fingerprint_alg;
+    f.args_fingerprint = chain::to_hex(row.args_hash);
+    const Value& outcome = after == sm::Status::succeeded ? row.result
+                           : after == sm::Status::failed  ? row.error
+                                                          : Value{};
+    if (!outcome.null) {
+        const core::Sha256Digest digest = core::sha256(canonical_jsonb(outcome.datum));
+        f.outcome_fingerprint = chain::to_hex(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+    }
+    f.attempt = t.after.attempt;
+    f.approved_by = t.after.approved_role;
+    f.resolved_by = t.after.resolved_role;
+    f.at = DatumGetTimestampTz(last.values[ec_at]) + kUnixToPostgresMicros;
+    if (t.after.approved_at) f.approved_at = *t.after.approved_at + kUnixToPostgresMicros;
+    if (t.after.finished_at) f.finished_at = *t.after.finished_at + kUnixToPostgresMicros;
+    f.seq = DatumGetInt32(last.values[ec_seq]);
+    f.chain_head = text_to_string(last.values[ec_hash]);
+    const std::string receipt = chain::signed_receipt(f, private_key);
+
+    Datum values[6] = {row.operation_id.datum,
+                       last.values[ec_seq],
+                       string_to_text(kind),
+                       json_text_to_jsonb(receipt.c_str()),
+                       last.values[ec_at],
+                       string_to_text(row.tenant)};
+    execute(PlanId::insert_receipt, values, nullptr, 0);
+}
+
 namespace {
+
+// opledger._ed25519_verify(public_key, message, signature): the public key and the
+// signature in base64url; false for anything malformed.
+Datum ed25519_verify_sql(FunctionCallInfo fcinfo) {
+    const std::string key_text = text_to_string(PG_GETARG_DATUM(0));
+    const std::string message = text_to_string(PG_GETARG_DATUM(1));
+    const std::string sig_text = text_to_string(PG_GETARG_DATUM(2));
+    const std::optional<std::string> key = chain::base64url_decode(key_text);
+    const std::optional<std::string> sig = chain::base64url_decode(sig_text);
+    const bool ok = key && sig && chain::ed25519_verify(*key, message, *sig);
+    return BoolGetDatum(ok);
+}
 
 // opledger.verify_chain(operation_id)
 Datum verify_chain(FunctionCallInfo fcinfo) {
@@ -299,3 +391,4 @@ namespace ledger = opledger::pg::ledger;
 
 OPLEDGER_SQL_FUNCTION(opledger_verify_chain, ledger::verify_chain)
 OPLEDGER_SQL_FUNCTION(opledger_ed25519_keypair, ledger::ed25519_keypair)
+OPLEDGER_SQL_FUNCTION(opledger_ed25519_verify, ledger::ed25519_verify_sql)

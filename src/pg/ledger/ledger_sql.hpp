@@ -59,6 +59,8 @@ enum class PlanId : int {
     purge_candidates,  // IDs of final, unpurged operations finished before a time, of a tenant, after a key (no lock)
     lock_purge_candidate,  // one operation if still purgeable at $2 (tenant $4 unless $3), FOR UPDATE SKIP LOCKED
     delete_events,     // the audit trail of one operation (a purge)
+    receipt_key,       // the receipt signing key in use (tools with receipts only)
+    insert_receipt,    // one signed receipt (tools with receipts only)
     count_
 };
 

@@ -172,6 +172,11 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     p.set_text(oc_resolved_login, s.resolved_login);
     p.set(oc_result_fingerprint, row.result_fingerprint);
     p.set_text(oc_chain_head, row.chain_head);
+    p.set_int(oc_chain_seq, row.chain_seq);
+    if (set)
+        p.set_bool(oc_receipts, row.receipts);
+    else
+        p.set(oc_receipts, Value{});
     p.set(op_now, Value::of(TimestampTzGetDatum(now)));
 }
 
@@ -274,6 +279,7 @@ EventRow event_row(OperationRow& row, int seq, const sm::Event& e, const CallVal
     std::string hash = chain_hash(r.values.data(), r.nulls.data(), row.chain_head);
     put(ec_hash, Value::of(string_to_text(hash)));
     row.chain_head = std::move(hash);
+    row.chain_seq = seq;
     return r;
 }
 
@@ -555,6 +561,8 @@ OperationRow read_operation(SPITupleTable* table, uint64 index) {
     s.resolved_login = text_at(table, index, oc_resolved_login);
     row.result_fingerprint = value_at(table, index, oc_result_fingerprint);
     row.chain_head = text_at(table, index, oc_chain_head);
+    row.chain_seq = int_at(table, index, oc_chain_seq);
+    row.receipts = DatumGetBool(value_at(table, index, oc_receipts).datum);
     if (table->tupdesc->natts > kSelectPurgedAt) {
         row.created_at = value_at(table, index, kSelectCreatedAt);
         row.purged_at = value_at(table, index, kSelectPurgedAt);
@@ -582,6 +590,7 @@ std::optional<OperationRow> insert_operation(const OperationRow& given, const sm
     // A new operation's chain starts at its first event (store_new redoes it in the
     // rare case of an ID whose old history was kept).
     row.chain_head.reset();
+    row.chain_seq = 0;
     row.prepared_events = event_rows(row, 1, t.events, call, now);
     OperationParams p;
     fill_params(p, row, t.after, now, Identity::set);
@@ -610,6 +619,7 @@ void store_new(const OperationRow& inserted, const sm::Transition& t, const Call
         execute(PlanId::last_event_seq, id, nullptr, 1);
         int base = 0;
         row.chain_head.reset();
+        row.chain_seq = 0;
         if (SPI_processed == 1) {
             bool is_null = false;
             base = DatumGetInt32(column(SPI_tuptable, 0, 0, &is_null));
@@ -626,11 +636,27 @@ void store_new(const OperationRow& inserted, const sm::Transition& t, const Call
     add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
+// Makes row.chain_head the hash of the operation's last event: the row's copy, unless
+// answers that wrote only their event came after it (chain_seq behind event_seq);
+// then that event's stored hash, one indexed read. A fresh operation's calls never
+// need it: each of their transitions writes the head with the row.
+void current_chain_head(OperationRow& row) {
+    if (row.chain_seq == row.event_seq) return;
+    Datum id[1] = {row.operation_id.datum};
+    execute(PlanId::last_event_seq, id, nullptr, 1);
+    row.chain_head.reset();
+    if (SPI_processed == 1) row.chain_head = text_at(SPI_tuptable, 0, 1);
+    row.chain_seq = row.event_seq;
+}
+
 std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now,
                                 ReturnRow return_row) {
     const sm::Status before = row.state.status;
     std::optional<WrittenRow> written;
     // The events are hashed first: the row's chain head is written with the transition.
+    // A purge keeps the head in the tombstone, so it must be the current one too.
+    const bool chain_moves = !t.events.empty() || t.tombstone;
+    if (chain_moves) current_chain_head(row);
     const std::vector<EventRow> events = event_rows(row, row.event_seq + 1, t.events, call, now);
     if (t.row_changed) {
         // The row as it is now (its event_seq includes the seqs the lock reserved)...
@@ -663,7 +689,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             changed.add(oc_result);
             changed.add(oc_error);
         }
-        if (!t.events.empty()) changed.add(oc_chain_head);
+        if (chain_moves) {
+            changed.add(oc_chain_head);
+            changed.add(oc_chain_seq);
+        }
         const bool returning = return_row == ReturnRow::yes && row_changing_trigger(Write::update);
         execute_update(changed, returning, p.values.data(), p.nulls.data());
         if (SPI_processed != 1)
@@ -684,15 +713,18 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
         }
     } else {
         row.event_seq += static_cast<int>(t.events.size());
-        if (!t.events.empty()) {
-            // Nothing else changes (a replay, an answer to wait): the last seq and the
-            // chain head, which moves with every event.
+        if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
+            // Nothing else changes: the last seq and the chain head. A replay or an
+            // answer to wait writes nothing more: the lock reserved its seq, and the
+            // row's head stays behind until the next transition (current_chain_head).
             Datum values[3] = {row.operation_id.datum, Int32GetDatum(row.event_seq), string_to_text(*row.chain_head)};
             execute(PlanId::bump_event_seq, values, nullptr, 0);
         }
     }
     row.state = t.after;
     store_events_and_counts(row, events, t, now);
+    // Receipts cost nothing for a tool that did not ask for them: no key read, no row.
+    if (row.receipts && !events.empty()) issue_receipt(row, t, events, before);
     if (ledger_notify && before == sm::Status::pending && row.state.status != sm::Status::pending) notify(row);
     return written;
 }

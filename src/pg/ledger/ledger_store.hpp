@@ -55,7 +55,13 @@ struct OperationRow {
     bool has_times = false;
     int event_seq = 0;    // seq of its last event
     int seqs_reserved = 0;  // seqs after event_seq the row already holds (lock_operation_reserving_seq)
-    std::optional<std::string> chain_head;  // hash of its last event (event_chain.hpp)
+    // The hash of event chain_seq (event_chain.hpp). An answer that writes only an
+    // event (a replay, an answer to wait) leaves both behind event_seq, since the
+    // lock that reserved its seq was the row's only write; the next transition reads
+    // the last event's hash then (current_chain_head).
+    std::optional<std::string> chain_head;
+    int chain_seq = 0;
+    bool receipts = false;  // its tool asked for receipts when it was created
     // The events insert_operation hashed for store_new to write (the chain head the
     // INSERT wrote is the last one's hash).
     struct EventRow {

@@ -67,6 +67,8 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"approved_login", TEXTOID, Written::always, ""},
     {"resolved_login", TEXTOID, Written::always, ""},
     {"chain_head", TEXTOID, Written::always, ""},
+    {"chain_seq", INT4OID, Written::always, ""},
+    {"receipts", BOOLOID, Written::on_insert, ""},
 }};
 
 struct EventColumnSpec {
@@ -294,7 +296,7 @@ StatementText statement_text(PlanId id) {
     switch (id) {
         case PlanId::policy:
             return {"SELECT t.effect::pg_catalog.text, t.max_attempts, t.lease, t.backoff_base, t.backoff_max, "
-                    "t.hash_exclude, t.redact FROM opledger.tools AS t WHERE t.tool OPERATOR(pg_catalog.=) $1",
+                    "t.hash_exclude, t.redact, t.receipts FROM opledger.tools AS t WHERE t.tool OPERATOR(pg_catalog.=) $1",
                     {TEXTOID}};
         case PlanId::hmac_key:
             return {"SELECT k.secret FROM opledger.hmac_key AS k WHERE k.key_id OPERATOR(pg_catalog.=) 1", {}};
@@ -406,9 +408,19 @@ StatementText statement_text(PlanId id) {
             // A tombstone's audit trail: every event of the operation (its key's prefix).
             return {"DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1", {TEXTOID}};
         case PlanId::bump_event_seq:
-            return {"UPDATE opledger.operations AS o SET event_seq = $2, chain_head = $3 "
+            return {"UPDATE opledger.operations AS o SET event_seq = $2, chain_head = $3, chain_seq = $2 "
                     "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
                     {TEXTOID, INT4OID, TEXTOID}};
+        case PlanId::receipt_key:
+            // Both are reference tables under Citus: read on the node that runs the call.
+            return {"SELECT s.key_id, s.private_key FROM opledger.receipt_keys AS k "
+                    "JOIN opledger.receipt_signing_keys AS s ON s.key_id OPERATOR(pg_catalog.=) k.key_id "
+                    "WHERE k.retired_at IS NULL ORDER BY k.created_at DESC LIMIT 1",
+                    {}};
+        case PlanId::insert_receipt:
+            return {"INSERT INTO opledger.receipts (operation_id, seq, kind, receipt, issued_at, tenant) "
+                    "VALUES ($1, $2, $3, $4, $5, $6)",
+                    {TEXTOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}};
         case PlanId::role_tenants:
             return {"SELECT r.member::pg_catalog.oid, r.tenant FROM opledger.role_tenants AS r", {}};
         case PlanId::count_:

@@ -20,7 +20,7 @@ enum OperationColumn : int {
     oc_resolved_by, oc_resolution, oc_claim_owner, oc_claim_expires_at, oc_late_successes, oc_duplicate_effects,
     oc_manual_interventions, oc_purged, oc_tenant, oc_created_role, oc_approval_attempt, oc_event_seq,
     oc_approved_role, oc_resolved_role, oc_result_fingerprint, oc_created_login, oc_approved_login, oc_resolved_login,
-    oc_chain_head,
+    oc_chain_head, oc_chain_seq, oc_receipts,
     kOperationColumns
 };
 // The select list of the statements that read an operation: the columns above, then

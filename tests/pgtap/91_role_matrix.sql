@@ -77,6 +77,8 @@ INSERT INTO fn_matrix VALUES
     ('receipt_public_keys',     true,  'agent,reconciler,approver,dashboard,admin'),
     ('create_receipt_key',      true,  'admin'),
     ('retire_receipt_key',      true,  'admin'),
+    ('verify_receipt',          true,  'reconciler,approver,dashboard,admin'),
+    ('receipt_evidence',        true,  'reconciler,approver,dashboard,admin'),
     -- superusers only (needs CREATEROLE and grants on the extension's objects)
     ('create_roles',            true,  ''),
     ('create_hmac_key',         true,  ''),
@@ -89,6 +91,7 @@ INSERT INTO fn_matrix VALUES
     ('_rejected_reuses',        false, 'dashboard,admin'),
     ('_counts',                 false, 'dashboard,admin'),
     ('_ed25519_keypair',        false, ''),
+    ('_ed25519_verify',         false, ''),
     ('_grant_receipts',         false, '');
 
 SELECT is((SELECT string_agg(DISTINCT p.proname, ', ' ORDER BY p.proname)
@@ -182,7 +185,7 @@ INSERT INTO col_expect
 SELECT m.name, r.k, CASE WHEN r.k = ANY (string_to_array(m.sel, ',')) THEN 'ALL' ELSE 'NONE' END
   FROM rel_matrix m, roles91 r;
 -- (error is readable: it is stored redacted, and unknown_operations shows it as last_error)
-UPDATE col_expect SET expect = 'ALL but approval_note,args,chain_head,result,result_fingerprint' WHERE rel = 'operations' AND k = 'dashboard';
+UPDATE col_expect SET expect = 'ALL but approval_note,args,chain_head,chain_seq,receipts,result,result_fingerprint' WHERE rel = 'operations' AND k = 'dashboard';
 UPDATE col_expect SET expect = 'ALL but detail,hash' WHERE rel = 'events' AND k = 'dashboard';
 
 SELECT is((WITH cols AS (

@@ -224,8 +224,7 @@ ALTER TABLE opledger.receipt_signing_keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE opledger.receipts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY published ON opledger.receipt_keys FOR SELECT USING (true);
 CREATE POLICY tenant_scope ON opledger.receipts FOR SELECT
-    USING (tenant OPERATOR(pg_catalog.=) (SELECT opledger.current_tenant())
-           OR (SELECT opledger.current_tenant()) OPERATOR(pg_catalog.=) '*');
+    USING (opledger._sees_tenant(tenant));
 REVOKE ALL ON opledger.receipt_keys, opledger.receipt_signing_keys, opledger.receipts FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_signing_keys', '');

@@ -157,8 +157,8 @@ ReceiptFacts sample_facts() {
 TEST(Receipt, SignedBytesAreTheCanonicalObjectWithoutTheSignature) {
     EXPECT_EQ(receipt_canonical(receipt_members(sample_facts())),
               R"({"approved_at":null,"approved_by":"approver","args_fingerprint":"ab","at":"1970-01-01T00:00:01.000000Z",)"
-              R"("attempt":1,"chain_head":"ef","finished_at":"1970-01-01T00:00:01.000000Z",)"
-              R"("fingerprint_alg":"jcs-sha256/1","key_id":"ed25519-0011","kind":"succeeded",)"
+              R"("attempt":1,"chain_head":"ef","fingerprint_alg":"jcs-sha256/1",)"
+              R"("finished_at":"1970-01-01T00:00:01.000000Z","key_id":"ed25519-0011","kind":"succeeded",)"
               R"("operation_id":"op-1","outcome_fingerprint":"cd","resolved_by":null,"seq":2,)"
               R"("status":"succeeded","tenant":"","tool":"payments.refund","v":1})");
 }

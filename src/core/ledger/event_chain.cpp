@@ -233,13 +233,35 @@ Ed25519KeyPair ed25519_generate() {
     return pair;
 }
 
+namespace {
+
+// The last signing key, kept by the process: OpenSSL derives the public half from the
+// private one when it loads a key (a scalar multiplication as costly as the signature
+// itself), and a backend signs its receipts with the same key until it is rotated.
+// Compared by its bytes on every call, so a rotated key is loaded at its first use.
+struct CachedSigningKey {
+    std::string private_key;
+    Pkey key;
+};
+
+EVP_PKEY* signing_key(std::string_view private_key) {
+    static CachedSigningKey cached;
+    if (cached.key && cached.private_key == private_key) return cached.key.get();
+    Pkey key(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
+                                          reinterpret_cast<const unsigned char*>(private_key.data()), 32));
+    if (!key) detail::throw_openssl_error("EVP_PKEY_new_raw_private_key");
+    cached.key = std::move(key);
+    cached.private_key.assign(private_key.data(), private_key.size());
+    return cached.key.get();
+}
+
+}  // namespace
+
 std::string ed25519_sign(std::string_view private_key, std::string_view message) {
     if (private_key.size() != 32) throw std::runtime_error("an Ed25519 private key has 32 bytes");
-    const Pkey key(EVP_PKEY_new_raw_private_key(
-        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(private_key.data()), 32));
-    if (!key) detail::throw_openssl_error("EVP_PKEY_new_raw_private_key");
+    EVP_PKEY* key = signing_key(private_key);
     const detail::DigestContext context(EVP_MD_CTX_new());
-    if (!context || EVP_DigestSignInit(context.get(), nullptr, nullptr, nullptr, key.get()) != 1)
+    if (!context || EVP_DigestSignInit(context.get(), nullptr, nullptr, nullptr, key) != 1)
         detail::throw_openssl_error("EVP_DigestSignInit");
     std::string signature(64, '\0');
     std::size_t length = signature.size();

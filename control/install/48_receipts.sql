@@ -294,11 +294,13 @@ REVOKE EXECUTE ON FUNCTION opledger.verify_receipt(jsonb, text) FROM PUBLIC;
 -- history outside the database: the operation's result and error, and each event as
 -- it is hashed (docs/receipts.md, "The chain") with its stored hash. Runs as the
 -- caller: row-level security keeps it to the caller's tenant.
+-- PL/pgSQL, not SQL: Citus plans a multi-shard read only with its parameters bound.
 CREATE FUNCTION opledger.receipt_evidence(operation_id text) RETURNS jsonb
-    LANGUAGE sql STABLE PARALLEL SAFE
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.jsonb_build_object(
+BEGIN
+    RETURN (SELECT pg_catalog.jsonb_build_object(
         'operation', (SELECT pg_catalog.jsonb_build_object(
                           'operation_id', o.operation_id, 'tool', o.tool, 'tenant', o.tenant,
                           'status', o.status::pg_catalog.text, 'result', o.result, 'error', o.error,
@@ -313,7 +315,8 @@ AS $$
                           'attempt', e.attempt, 'worker', e.worker, 'provider_ref', e.provider_ref, 'detail', e.detail,
                           'role', e.role, 'login', e.login, 'tenant', e.tenant, 'hash', e.hash) ORDER BY e.seq),
                           '[]'::pg_catalog.jsonb)
-                     FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1));
+                     FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1)));
+END
 $$;
 COMMENT ON FUNCTION opledger.receipt_evidence(text) IS
     'An operation''s result, error and events as hashed (with their hashes), for checking a receipt outside the database';

@@ -212,6 +212,7 @@ BEGIN
        OR jsonb_typeof(r -> 'signature') IS DISTINCT FROM 'string' OR jsonb_typeof(r -> 'key_id') IS DISTINCT FROM 'string'
        OR jsonb_typeof(r -> 'operation_id') IS DISTINCT FROM 'string'
        OR jsonb_typeof(r -> 'chain_head') IS DISTINCT FROM 'string' OR jsonb_typeof(r -> 'seq') IS DISTINCT FROM 'number'
+       OR (r ->> 'seq') OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,8}$'
        OR jsonb_typeof(r -> 'kind') IS DISTINCT FROM 'string' OR jsonb_typeof(r -> 'status') IS DISTINCT FROM 'string' THEN
         RETURN QUERY SELECT false, 'not a version 1 receipt (v, kind, status, operation_id, seq, chain_head, key_id and signature are required)';
         RETURN;

@@ -178,6 +178,8 @@ ROLLBACK TO SAVEPOINT t;
 -- Malformed input.
 SELECT is((SELECT valid FROM opledger.verify_receipt('{"v":2}')), false, 'another version is not a receipt');
 SELECT is((SELECT valid FROM opledger.verify_receipt('[1]')), false, 'nor is an array');
+SELECT is((SELECT valid FROM opledger.verify_receipt((SELECT receipt || '{"seq": 1e20}' FROM opledger.receipts WHERE operation_id = 'ry1'))),
+          false, 'a seq that is no event''s is refused, not an error');
 SELECT throws_ok($$ SELECT * FROM opledger.verify_receipt(jsonb_build_object('x', repeat('a', 70000))) $$, '22023', NULL,
                  'the receipt is bounded');
 SELECT throws_ok($$ SELECT * FROM opledger.verify_receipt('{}', repeat('x', 2000)) $$, '22023', NULL,

@@ -182,6 +182,9 @@ DROP TRIGGER cr_keep_update ON opledger.operations;
 -- receipts: the chain and receipt verifiers, the evidence, key rotation, a tool with
 -- receipts (its success signed and stored with its operation)
 SELECT valid FROM opledger.verify_chain('cr-11');
+SELECT decision FROM opledger.op_begin('cr-24', 'cr_nonidem', '{}');
+DELETE FROM opledger.operations WHERE operation_id = 'cr-24';  -- its events kept: their tenant decides
+SELECT valid, events FROM opledger.verify_chain('cr-24');
 SELECT checked > 0 AS checked FROM opledger.verify_chains(NULL, NULL, 100);
 SELECT v.valid FROM opledger.receipts AS r, opledger.verify_receipt(r.receipt, r.operation_id) AS v
  ORDER BY r.operation_id, r.seq LIMIT 1;

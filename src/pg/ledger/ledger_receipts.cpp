@@ -118,39 +118,25 @@ struct ChainVerdict {
 ChainVerdict check_chain(Datum operation_id) {
     ChainVerdict v;
     Datum args[1] = {operation_id};
-    Oid types[1] = {TEXTOID};
     std::optional<std::string> row_head;
     bool row_exists = false;
     bool purged = false;
     long long row_chain_seq = 0, row_event_seq = 0;
     {
-        const int rc = pg_call([&] {
-            return SPI_execute_with_args("SELECT o.chain_head, o.purged, o.chain_seq, o.event_seq FROM opledger.operations AS o "
-                                         "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
-                                         1, types, args, nullptr, true, 1);
-        });
-        if (rc != SPI_OK_SELECT) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: verify_chain could not read");
+        execute(PlanId::chain_row, args, nullptr, 1);
         if (SPI_processed == 1) {
             row_exists = true;
             bool null = false;
-            const Datum head = column(SPI_tuptable, 0, 0, &null);
+            const Datum head = column(SPI_tuptable, 0, 1, &null);
             if (!null) row_head = text_to_string(head);
-            purged = DatumGetBool(column(SPI_tuptable, 0, 1, &null));
-            const Datum chain_seq = column(SPI_tuptable, 0, 2, &null);
+            purged = DatumGetBool(column(SPI_tuptable, 0, 2, &null));
+            const Datum chain_seq = column(SPI_tuptable, 0, 3, &null);
             if (!null) row_chain_seq = DatumGetInt32(chain_seq);
-            const Datum event_seq = column(SPI_tuptable, 0, 3, &null);
+            const Datum event_seq = column(SPI_tuptable, 0, 4, &null);
             if (!null) row_event_seq = DatumGetInt32(event_seq);
         }
     }
-    const int rc = pg_call([&] {
-        return SPI_execute_with_args(
-            "SELECT e.operation_id, e.at, e.kind, e.decision, e.status_before::pg_catalog.text, "
-            "e.status_after::pg_catalog.text, e.attempt, e.worker, e.provider_ref, e.detail, e.seq, e.role, "
-            "e.tenant, e.login, e.hash FROM opledger.events AS e "
-            "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
-            1, types, args, nullptr, true, 0);
-    });
-    if (rc != SPI_OK_SELECT) throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: verify_chain could not read");
+    execute(PlanId::chain_events, args, nullptr, 0);
     SPITupleTable* table = SPI_tuptable;
     const uint64 count = SPI_processed;
     v.events = static_cast<long long>(count);
@@ -338,26 +324,15 @@ Datum verify_chain(FunctionCallInfo fcinfo) {
     const Caller caller = current_caller();
     {
         Datum args[1] = {PG_GETARG_DATUM(0)};
-        Oid types[1] = {TEXTOID};
-        pg_call([&] {
-            return SPI_execute_with_args("SELECT o.tenant FROM opledger.operations AS o "
-                                         "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
-                                         1, types, args, nullptr, true, 1);
-        });
+        execute(PlanId::chain_row, args, nullptr, 1);
+        bool null = false;
         if (SPI_processed == 1) {
-            bool null = false;
             require_tenant(caller, text_to_string(column(SPI_tuptable, 0, 0, &null)), "verify_chain");
-        } else if (!caller.all_tenants) {
+        } else {
             // Without its row the events' tenant decides who may see them.
-            pg_call([&] {
-                return SPI_execute_with_args("SELECT e.tenant FROM opledger.events AS e "
-                                             "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 LIMIT 1",
-                                             1, types, args, nullptr, true, 1);
-            });
-            if (SPI_processed == 1) {
-                bool null = false;
+            execute(PlanId::events_tenant, args, nullptr, 1);
+            if (SPI_processed == 1)
                 require_tenant(caller, text_to_string(column(SPI_tuptable, 0, 0, &null)), "verify_chain");
-            }
         }
     }
     const ChainVerdict v = check_chain(PG_GETARG_DATUM(0));

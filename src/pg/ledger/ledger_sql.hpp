@@ -61,6 +61,9 @@ enum class PlanId : int {
     delete_events,     // the audit trail of one operation (a purge)
     receipt_key,       // the receipt signing key in use (tools with receipts only)
     insert_receipt,    // one signed receipt (tools with receipts only)
+    chain_row,         // an operation's tenant and chain head (verify_chain)
+    chain_events,      // an operation's events in seq order, as hashed (verify_chain)
+    events_tenant,     // the tenant of an operation's events (verify_chain, its row gone)
     count_
 };
 

@@ -421,6 +421,20 @@ StatementText statement_text(PlanId id) {
             return {"INSERT INTO opledger.receipts (operation_id, seq, kind, receipt, issued_at, tenant) "
                     "VALUES ($1, $2, $3, $4, $5, $6)",
                     {TEXTOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}};
+        case PlanId::chain_row:
+            return {"SELECT o.tenant, o.chain_head, o.purged, o.chain_seq, o.event_seq FROM opledger.operations AS o "
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID}};
+        case PlanId::chain_events:
+            // The columns in EventColumn order (chain_event reads them by position).
+            return {"SELECT e.operation_id, e.at, e.kind, e.decision, e.status_before::pg_catalog.text, "
+                    "e.status_after::pg_catalog.text, e.attempt, e.worker, e.provider_ref, e.detail, e.seq, e.role, "
+                    "e.tenant, e.login, e.hash FROM opledger.events AS e "
+                    "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
+                    {TEXTOID}};
+        case PlanId::events_tenant:
+            return {"SELECT e.tenant FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1 LIMIT 1",
+                    {TEXTOID}};
         case PlanId::role_tenants:
             return {"SELECT r.member::pg_catalog.oid, r.tenant FROM opledger.role_tenants AS r", {}};
         case PlanId::count_:

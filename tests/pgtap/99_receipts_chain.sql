@@ -119,6 +119,28 @@ SELECT is(pg_temp.broken('rc3'), 'valid', 'a new history after kept events chain
 SELECT is((SELECT max(seq) FROM opledger.events WHERE operation_id = 'rc3'), 2, 'and continues their seqs');
 ROLLBACK TO SAVEPOINT t;
 
+-- A row written before 0.5.0 (no chain_seq, no hash) and its old events: replays
+-- and the next transition start the chain after them, with no previous hash.
+INSERT INTO opledger.operations (operation_id, tool, args, args_hash, fingerprint_alg, status, attempt,
+                                 created_at, updated_at, event_seq)
+VALUES ('rc-old', 'rc_tool', '{"n":9}', opledger.jcs_hash('{"n":9}'::jsonb), 'jcs-sha256/1', 'pending', 1, now(), now(), 1);
+INSERT INTO opledger.events (operation_id, at, kind, status_after, seq) VALUES ('rc-old', now(), 'begin', 'pending', 1);
+SELECT opledger.op_begin('rc-old', 'rc_tool', '{"n":9}');  -- in_progress: the lock returns no head
+SELECT opledger.op_begin('rc-old', 'rc_tool', '{"n":9}');  -- again: the lock returns the one before's hash
+SELECT opledger.op_succeed('rc-old', '{}');
+SELECT results_eq($$ SELECT valid, events, reason FROM opledger.verify_chain('rc-old') $$,
+                  $$ VALUES (true, 4::bigint, 'the chain starts at seq 2; the events before it were recorded before 0.5.0 and have no hash'::text) $$,
+                  'a row from before 0.5.0 chains its new events after its old ones');
+INSERT INTO opledger.operations (operation_id, tool, args, args_hash, fingerprint_alg, status, attempt,
+                                 result, created_at, updated_at, finished_at)
+VALUES ('rc-bare', 'rc_tool', '{"n":8}', opledger.jcs_hash('{"n":8}'::jsonb), 'jcs-sha256/1', 'succeeded', 1,
+        '{}', now(), now(), now());
+SELECT opledger.op_begin('rc-bare', 'rc_tool', '{"n":8}');  -- replays of a row with no events at all
+SELECT opledger.op_begin('rc-bare', 'rc_tool', '{"n":8}');
+SELECT results_eq($$ SELECT valid, events, reason FROM opledger.verify_chain('rc-bare') $$,
+                  $$ VALUES (true, 2::bigint, NULL::text) $$, 'and so does one that had no events');
+ROLLBACK TO SAVEPOINT t;
+
 -- A purged operation keeps its chain head on the tombstone (receipts quote it).
 CREATE TEMP TABLE head_before AS SELECT hash AS chain_head FROM opledger.events WHERE operation_id = 'rc1' AND seq = 4;
 SELECT opledger.op_purge('0 seconds');

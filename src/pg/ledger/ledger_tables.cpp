@@ -114,10 +114,7 @@ std::string operation_select_list(bool times, bool head_after_reserved_seq = fal
             // The hash of the last event written (seq event_seq - 1, the UPDATE having
             // taken the next): the row's copy when it is that event's, else that event's
             // own, on the same shard (events are co-located with their operation).
-            // (No chain_seq: the row was written before 0.5.0, or with no event
-            // hashed; it counts as 0, the seq of no event, so a row without events
-            // reads nothing.)
-            out += "CASE WHEN COALESCE(o.chain_seq, 0) OPERATOR(pg_catalog.=) (o.event_seq OPERATOR(pg_catalog.-) 1) "
+            out += "CASE WHEN o.chain_seq OPERATOR(pg_catalog.=) (o.event_seq OPERATOR(pg_catalog.-) 1) "
                    "THEN o.chain_head ELSE (SELECT e.hash FROM opledger.events AS e "
                    "WHERE e.operation_id OPERATOR(pg_catalog.=) o.operation_id "
                    "AND e.seq OPERATOR(pg_catalog.=) (o.event_seq OPERATOR(pg_catalog.-) 1)) END";

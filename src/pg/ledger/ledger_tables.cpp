@@ -106,24 +106,12 @@ std::string param(int position) { return "$" + std::to_string(position + 1); }
 // ledger_store.cpp).
 // With `times`, also the columns a report's answer needs that no parameter holds
 // (kSelectCreatedAt, kSelectPurgedAt); op_begin's reads go without them.
-std::string operation_select_list(bool times, bool head_after_reserved_seq = false) {
+std::string operation_select_list(bool times) {
     std::string out;
-    for (int i = 0; i < kOperationColumns; ++i) {
+    for (const auto& c : kOperations) {
         if (!out.empty()) out += ", ";
-        if (head_after_reserved_seq && i == oc_chain_head) {
-            // The hash of the last event written (seq event_seq - 1, the UPDATE having
-            // taken the next): the row's copy when it is that event's, else that event's
-            // own, on the same shard (events are co-located with their operation).
-            out += "CASE WHEN o.chain_seq OPERATOR(pg_catalog.=) (o.event_seq OPERATOR(pg_catalog.-) 1) "
-                   "THEN o.chain_head ELSE (SELECT e.hash FROM opledger.events AS e "
-                   "WHERE e.operation_id OPERATOR(pg_catalog.=) o.operation_id "
-                   "AND e.seq OPERATOR(pg_catalog.=) (o.event_seq OPERATOR(pg_catalog.-) 1)) END";
-        } else if (head_after_reserved_seq && i == oc_chain_seq) {
-            out += "o.event_seq OPERATOR(pg_catalog.-) 1";
-        } else {
-            out += "o.";
-            out += kOperations[i].name;
-        }
+        out += "o.";
+        out += c.name;
     }
     return times ? out + ", o.created_at, o.purged_at" : out;
 }
@@ -380,11 +368,9 @@ StatementText statement_text(PlanId id) {
         case PlanId::lock_operation_reserving_seq:
             // The row lock and the seq of the call's (first) event in one statement:
             // an op_begin that changes nothing else (a replay, an answer to wait)
-            // writes the row once. RETURNING shows the row after, event_seq included,
-            // and the chain head as of the last event written, which the row holds
-            // only when the last call was a transition (ledger_store.hpp, chain_seq).
+            // writes the row once. RETURNING shows the row after, event_seq included.
             return {"UPDATE opledger.operations AS o SET event_seq = o.event_seq OPERATOR(pg_catalog.+) 1 "
-                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1 RETURNING " + operation_select_list(false, true),
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1 RETURNING " + operation_select_list(false),
                     {TEXTOID}};
         // A housekeeping candidate, locked only if it still qualifies (see
         // ledger_housekeeping.cpp, Candidates): the candidates' conditions again.

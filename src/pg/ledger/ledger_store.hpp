@@ -57,8 +57,8 @@ struct OperationRow {
     int seqs_reserved = 0;  // seqs after event_seq the row already holds (lock_operation_reserving_seq)
     // The hash of event chain_seq (event_chain.hpp). An answer that writes only an
     // event (a replay, an answer to wait) leaves both behind event_seq, since the
-    // lock that reserved its seq was the row's only write; the next transition reads
-    // the last event's hash then (current_chain_head).
+    // lock that reserved its seq was the row's only write; the next call reads the
+    // last event's hash then (current_chain_head), and a transition writes both.
     std::optional<std::string> chain_head;
     int chain_seq = 0;
     bool receipts = false;  // its tool asked for receipts when it was created

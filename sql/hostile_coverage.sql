@@ -8,7 +8,9 @@ SELECT p.oid::regprocedure AS function_not_called FROM pg_proc AS p
                          'derive_operation_id', '_check_pointers', '_random_secret', 'current_tenant',
                          'notify_token', 'set_role_tenant', '_rejected_reuses', 'reset_rejected_reuses',
                          'create_roles', 'op_reject', 'metrics_since', '_counts', 'create_hmac_key',
-                         '_sees_tenant')
+                         '_sees_tenant', 'verify_chain', 'verify_chains', 'create_receipt_key',
+                         'retire_receipt_key', 'receipt_public_keys', '_ed25519_keypair', '_ed25519_verify',
+                         '_grant_receipts', 'verify_receipt', 'receipt_evidence')
  ORDER BY 1;
 SELECT c.oid::regclass AS view_not_read FROM pg_class AS c
  WHERE c.relnamespace = 'opledger'::regnamespace AND c.relkind IN ('v', 'm')

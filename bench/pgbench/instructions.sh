@@ -12,6 +12,8 @@
 #
 #   bash bench/pgbench/instructions.sh [N1] [N2]     (defaults 100 and 600 cycles)
 #   FRESH_ONLY=1 bash bench/pgbench/instructions.sh  (the fresh-ID row only, a third of the time)
+#   RECEIPTS=1 ...                                   (also the fresh-ID row of a tool registered with
+#                                                     receipts, ol_fresh_receipts.sql; opledger 0.5.0 and later)
 #
 # The server is the one in PG_BINDIR (scripts/cluster.sh): to count another build, point
 # it at a private installation (scripts/pg_tree.sh, or a helper's .envrc-private).
@@ -39,6 +41,10 @@ trap stop EXIT
 cluster_start "$dir"
 "$PG_BINDIR/createdb" opledger_bench
 "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d opledger_bench -f setup.sql >/dev/null 2>&1
+if [ -n "${RECEIPTS:-}" ]; then
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d opledger_bench \
+        -c "SELECT opledger.register_tool('bench_receipts', 'non_idempotent_write', receipts => true)" >/dev/null
+fi
 _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$dir/data" -w stop >/dev/null
 
 # The server again, every process under callgrind (one output file per process).
@@ -95,6 +101,7 @@ row() {  # row <label> <ol script> <plain script>
     printf "%-44s %14s %14s %7s\n" "$1" "$o" "$p" "$(awk -v o="$o" -v p="$p" 'BEGIN {printf "%.2f", p / o}')"
 }
 row "begin+succeed cycle, fresh ID" ol_fresh.sql plain_fresh.sql
+[ -n "${RECEIPTS:-}" ] && row "begin+succeed cycle, fresh ID, receipts" ol_fresh_receipts.sql plain_fresh.sql
 [ -n "${FRESH_ONLY:-}" ] && exit 0
 row "replay-heavy (90% repeats of done IDs)" ol_replay.sql plain_replay.sql
 row "replays of 10 hot IDs" ol_hot.sql plain_hot.sql

@@ -36,7 +36,8 @@ CREATE TABLE opledger.tools (
     hash_exclude  text[] NOT NULL DEFAULT '{}',
     redact        text[] NOT NULL DEFAULT '{}',
     created_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    updated_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+    updated_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    receipts      boolean NOT NULL DEFAULT false  -- signed receipts of approvals and outcomes (docs/receipts.md)
 );
 COMMENT ON TABLE opledger.tools IS
     'Registered tools and their retry policy (opledger.register_tool); unregistered tools use the defaults as non_idempotent_write';
@@ -95,6 +96,9 @@ CREATE TABLE opledger.operations (
     created_login         text,                   -- the login behind created_role (see the column comments)
     approved_login        text,                   -- the login behind approved_role
     resolved_login        text,                   -- the login behind resolved_role
+    chain_head            text,                   -- hash of the event chain_seq (NULL: no event hashed yet)
+    chain_seq             integer,                -- the seq chain_head is the hash of (below event_seq: see docs/receipts.md)
+    receipts              boolean NOT NULL DEFAULT false,  -- its tool asked for receipts when it began
     CONSTRAINT operations_pkey PRIMARY KEY (operation_id),
     CONSTRAINT operations_operation_id_check
         CHECK (operation_id <> '' AND pg_catalog.octet_length(operation_id) <= 1024),
@@ -147,6 +151,7 @@ CREATE TABLE opledger.events (
     role           text,                -- the database role that made the call (NULL: recorded before 0.3.0)
     tenant         text NOT NULL DEFAULT '',
     login          text,                -- the login behind role (see the column comment)
+    hash           text,                -- hash chain link (docs/receipts.md); NULL: recorded before 0.5.0
     CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id),
     CONSTRAINT events_operation_id_seq_key UNIQUE (operation_id, seq)
 );

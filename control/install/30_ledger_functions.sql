@@ -55,7 +55,8 @@ CREATE FUNCTION opledger.register_tool(
     backoff_base  interval DEFAULT '1 second',
     backoff_max   interval DEFAULT '5 minutes',
     hash_exclude  text[] DEFAULT '{}',
-    redact        text[] DEFAULT '{}'
+    redact        text[] DEFAULT '{}',
+    receipts      boolean DEFAULT NULL
 ) RETURNS opledger.tools
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
@@ -97,6 +98,8 @@ BEGIN
             USING ERRCODE = '22023',
                   DETAIL = format('backoff_base is %s and backoff_max is %s.', backoff_base, backoff_max);
     END IF;
+    -- Receipts: on for irreversible tools unless said otherwise.
+    receipts := coalesce(receipts, effect OPERATOR(pg_catalog.=) 'irreversible'::opledger.tool_effect);
     PERFORM opledger._check_pointers(hash_exclude, 'hash_exclude');
     PERFORM opledger._check_pointers(redact, 'redact');
     IF '' = ANY (hash_exclude) THEN
@@ -112,20 +115,20 @@ BEGIN
     -- The time is a value too: Citus allows no volatile function in DO UPDATE SET.
     registered_at := pg_catalog.clock_timestamp();
     INSERT INTO opledger.tools AS t (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
-                                     hash_exclude, redact, created_at, updated_at)
+                                     hash_exclude, redact, created_at, updated_at, receipts)
     VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact,
-            registered_at, registered_at)
+            registered_at, registered_at, receipts)
     ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE
         SET effect = excluded.effect, guarantee = excluded.guarantee, max_attempts = excluded.max_attempts,
             lease = excluded.lease, backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
             hash_exclude = excluded.hash_exclude, redact = excluded.redact,
-            updated_at = excluded.updated_at
+            updated_at = excluded.updated_at, receipts = excluded.receipts
     RETURNING t.* INTO registered;
     RETURN registered;
 END
 $$;
-COMMENT ON FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]) IS
-    'Registers or updates a tool: effect class, retry policy, JSON Pointers left out of the fingerprint (hash_exclude) and never stored (redact)';
+COMMENT ON FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean) IS
+    'Registers or updates a tool: effect class, retry policy, JSON Pointers left out of the fingerprint (hash_exclude) and never stored (redact), signed receipts (default: irreversible tools)';
 
 CREATE FUNCTION opledger.op_begin(
     operation_id     text,

@@ -8,7 +8,7 @@
 REVOKE EXECUTE ON FUNCTION
     opledger._check_pointers(text[], text),
     opledger._random_secret(),
-    opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]),
+    opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean),
     opledger.op_begin(text, text, jsonb, text, text, interval),
     opledger.op_succeed(text, jsonb, integer, text),
     opledger.op_fail(text, jsonb, boolean, integer, text),

@@ -69,7 +69,7 @@ BEGIN
 
     -- The admin (operator): everything but the fingerprint key, every tenant.
     GRANT EXECUTE ON FUNCTION
-        opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]),
+        opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean),
         opledger.op_begin(text, text, jsonb, text, text, interval),
         opledger.op_succeed(text, jsonb, integer, text),
         opledger.op_fail(text, jsonb, boolean, integer, text),
@@ -87,6 +87,9 @@ BEGIN
     GRANT SELECT ON opledger.operations, opledger.events, opledger.tools, opledger.role_tenants,
         opledger.unknown_operations, opledger.metrics, opledger.tool_stats, opledger.rejected_reuses,
         opledger.metrics_hourly TO opledger_admin;
+
+    -- Receipts and the events' hash chain (48_receipts.sql).
+    PERFORM opledger._grant_receipts();
 END
 $$;
 COMMENT ON FUNCTION opledger.create_roles() IS

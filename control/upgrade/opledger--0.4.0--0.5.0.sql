@@ -210,3 +210,569 @@ END
 $$;
 COMMENT ON FUNCTION opledger._counts(boolean) IS
     'internal: the counts behind opledger.metrics and opledger.tool_stats for the caller''s tenant (every node''s with opledger.cluster_metrics = on under Citus)';
+
+-- Receipts: a hash chain over each operation's events and signed receipts of the
+-- approvals and outcomes of the tools that ask for them (docs/receipts.md).
+-- events.hash chains each event to the one before it; operations.chain_head and
+-- chain_seq hold the hash of the last event a transition wrote (an answer that writes
+-- only its event, a replay, leaves them behind until the next transition, so that it
+-- costs no extra statement). Events recorded before this update keep a NULL hash: an
+-- existing operation's chain starts at its first event after the update, with no
+-- previous hash, and verify_chain names the seq it starts at; nothing is backfilled,
+-- since hashing old events now would vouch for whatever they hold today.
+-- tools.receipts (register_tool's new last parameter, receipts => ..., NULL: on for
+-- irreversible tools) is set for the irreversible tools already registered, as a new
+-- registration would; operations.receipts is what the operation's tool said when it
+-- began, so operations begun before the update get none. register_tool gains a
+-- parameter: it is dropped and created again, and its grant to opledger_admin made
+-- again when that role exists (create_roles() makes every grant of this version).
+-- The update makes the first signing key, as CREATE EXTENSION does.
+ALTER TABLE opledger.operations ADD COLUMN chain_head text, ADD COLUMN chain_seq integer,
+    ADD COLUMN receipts boolean NOT NULL DEFAULT false;
+ALTER TABLE opledger.events ADD COLUMN hash text;
+ALTER TABLE opledger.tools ADD COLUMN receipts boolean NOT NULL DEFAULT false;
+UPDATE opledger.tools AS t SET receipts = true
+ WHERE t.effect OPERATOR(pg_catalog.=) 'irreversible'::opledger.tool_effect;
+
+DROP FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[]);
+CREATE FUNCTION opledger.register_tool(
+    tool          text,
+    effect        opledger.tool_effect,
+    guarantee     text DEFAULT NULL,
+    max_attempts  integer DEFAULT 5,
+    lease         interval DEFAULT '5 minutes',
+    backoff_base  interval DEFAULT '1 second',
+    backoff_max   interval DEFAULT '5 minutes',
+    hash_exclude  text[] DEFAULT '{}',
+    redact        text[] DEFAULT '{}',
+    receipts      boolean DEFAULT NULL
+) RETURNS opledger.tools
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    registered opledger.tools;
+    registered_at timestamptz;
+BEGIN
+    IF tool IS NULL OR effect IS NULL OR max_attempts IS NULL OR lease IS NULL
+       OR backoff_base IS NULL OR backoff_max IS NULL OR hash_exclude IS NULL OR redact IS NULL THEN
+        RAISE EXCEPTION 'register_tool: only guarantee may be null'
+            USING ERRCODE = '22004',
+                  DETAIL = 'tool, effect, max_attempts, lease, backoff_base, backoff_max, hash_exclude and redact need values.';
+    END IF;
+    IF tool = '' OR octet_length(tool) > 256 THEN
+        RAISE EXCEPTION 'register_tool: tool name must be 1 to 256 bytes'
+            USING ERRCODE = '22023';
+    END IF;
+    IF guarantee IS NOT NULL AND guarantee NOT IN ('provider_key', 'unique_constraint', 'read_before_write', 'none') THEN
+        RAISE EXCEPTION 'register_tool: unknown guarantee'
+            USING ERRCODE = '22023',
+                  HINT = 'Use provider_key, unique_constraint, read_before_write or none.';
+    END IF;
+    IF max_attempts <= 0 THEN
+        RAISE EXCEPTION 'register_tool: max_attempts must be positive, not %', max_attempts
+            USING ERRCODE = '22023';
+    END IF;
+    IF lease <= '0'::interval OR lease > '7 days'::interval THEN
+        RAISE EXCEPTION 'register_tool: lease must be positive and at most 7 days, not %', lease
+            USING ERRCODE = '22023';
+    END IF;
+    IF backoff_max > '7 days'::interval THEN
+        RAISE EXCEPTION 'register_tool: backoff_max must be at most 7 days'
+            USING ERRCODE = '22023';
+    END IF;
+    IF backoff_base < '0'::interval OR backoff_max < backoff_base THEN
+        RAISE EXCEPTION 'register_tool: backoff must satisfy 0 <= backoff_base <= backoff_max'
+            USING ERRCODE = '22023',
+                  DETAIL = format('backoff_base is %s and backoff_max is %s.', backoff_base, backoff_max);
+    END IF;
+    -- Receipts: on for irreversible tools unless said otherwise.
+    receipts := coalesce(receipts, effect OPERATOR(pg_catalog.=) 'irreversible'::opledger.tool_effect);
+    PERFORM opledger._check_pointers(hash_exclude, 'hash_exclude');
+    PERFORM opledger._check_pointers(redact, 'redact');
+    IF '' = ANY (hash_exclude) THEN
+        RAISE EXCEPTION 'register_tool: hash_exclude cannot hold the empty pointer'
+            USING ERRCODE = '22023',
+                  DETAIL = 'The empty JSON Pointer is the whole document; excluding it would give every call the same fingerprint.';
+    END IF;
+
+    -- Sorted and without repeats; computed before the INSERT, whose VALUES then hold
+    -- no subquery (Citus cannot plan one there).
+    hash_exclude := ARRAY(SELECT DISTINCT p FROM unnest(hash_exclude) AS p ORDER BY p);
+    redact := ARRAY(SELECT DISTINCT p FROM unnest(redact) AS p ORDER BY p);
+    -- The time is a value too: Citus allows no volatile function in DO UPDATE SET.
+    registered_at := pg_catalog.clock_timestamp();
+    INSERT INTO opledger.tools AS t (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max,
+                                     hash_exclude, redact, created_at, updated_at, receipts)
+    VALUES (tool, effect, guarantee, max_attempts, lease, backoff_base, backoff_max, hash_exclude, redact,
+            registered_at, registered_at, receipts)
+    ON CONFLICT ON CONSTRAINT tools_pkey DO UPDATE
+        SET effect = excluded.effect, guarantee = excluded.guarantee, max_attempts = excluded.max_attempts,
+            lease = excluded.lease, backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
+            hash_exclude = excluded.hash_exclude, redact = excluded.redact,
+            updated_at = excluded.updated_at, receipts = excluded.receipts
+    RETURNING t.* INTO registered;
+    RETURN registered;
+END
+$$;
+COMMENT ON FUNCTION opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean) IS
+    'Registers or updates a tool: effect class, retry policy, JSON Pointers left out of the fingerprint (hash_exclude) and never stored (redact), signed receipts (default: irreversible tools)';
+REVOKE EXECUTE ON FUNCTION
+    opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean)
+FROM PUBLIC;
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) 'opledger_admin') THEN
+        GRANT EXECUTE ON FUNCTION
+            opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean)
+        TO opledger_admin;
+    END IF;
+END
+$$;
+
+-- Receipts (docs/receipts.md): every event carries the hash of its canonical form
+-- chained to the event before it (events.hash, operations.chain_head, both written
+-- by the op_* calls themselves), and a tool registered with receipts gets a signed
+-- statement of each approval and final outcome in opledger.receipts.
+
+-- The signing keys' public halves, published: anyone holding a receipt checks it
+-- against these. A reference table under Citus (small, read by key_id).
+CREATE TABLE opledger.receipt_keys (
+    key_id      text NOT NULL,
+    public_key  text NOT NULL,          -- base64url (no padding) of the raw 32-byte Ed25519 key
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    retired_at  timestamptz,            -- no receipt is signed with it after this
+    CONSTRAINT receipt_keys_pkey PRIMARY KEY (key_id)
+);
+COMMENT ON TABLE opledger.receipt_keys IS
+    'Public Ed25519 keys that sign receipts; the one not retired signs new receipts (opledger.create_receipt_key rotates)';
+
+-- The private halves: RLS and no policy, like the fingerprint key, so no role but
+-- the extension's owner reads a row, even after GRANT SELECT ON ALL TABLES.
+CREATE TABLE opledger.receipt_signing_keys (
+    key_id       text NOT NULL,
+    private_key  bytea NOT NULL,        -- raw 32-byte Ed25519 seed
+    CONSTRAINT receipt_signing_keys_pkey PRIMARY KEY (key_id)
+);
+COMMENT ON TABLE opledger.receipt_signing_keys IS
+    'Private Ed25519 receipt keys: readable by the extension owner only';
+
+-- Receipts, keyed by operation like the events (co-located under Citus): one per
+-- approval or final outcome of an operation whose tool asks for receipts; seq is
+-- the event the receipt covers (its chain head is that event's hash).
+CREATE TABLE opledger.receipts (
+    operation_id  text NOT NULL,
+    seq           integer NOT NULL,
+    kind          text NOT NULL,        -- approved | succeeded | failed | resolved
+    receipt       jsonb NOT NULL,       -- the signed statement (docs/receipts.md)
+    issued_at     timestamptz NOT NULL,
+    tenant        text NOT NULL DEFAULT '',
+    CONSTRAINT receipts_pkey PRIMARY KEY (operation_id, seq)
+);
+COMMENT ON TABLE opledger.receipts IS
+    'Signed receipts of approvals and outcomes (tools registered with receipts); op_purge keeps them';
+
+ALTER TABLE opledger.receipt_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.receipt_signing_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.receipts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY published ON opledger.receipt_keys FOR SELECT USING (true);
+CREATE POLICY tenant_scope ON opledger.receipts FOR SELECT
+    USING (opledger._sees_tenant(tenant));
+REVOKE ALL ON opledger.receipt_keys, opledger.receipt_signing_keys, opledger.receipts FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_signing_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.receipts', '');
+
+CREATE FUNCTION opledger._ed25519_keypair(OUT private_key bytea, OUT public_key text)
+    LANGUAGE c VOLATILE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'opledger_ed25519_keypair';
+REVOKE EXECUTE ON FUNCTION opledger._ed25519_keypair() FROM PUBLIC;
+
+-- Makes a new signing key and retires the one in use (rotation): receipts signed
+-- before stay verifiable with the retired key's public half, which stays published.
+CREATE FUNCTION opledger.create_receipt_key() RETURNS text
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    pair record;
+    new_id text;
+BEGIN
+    SELECT * INTO pair FROM opledger._ed25519_keypair();
+    new_id := 'ed25519-' || pg_catalog.left(pg_catalog.encode(
+        pg_catalog.sha256(pg_catalog.convert_to(pair.public_key, 'UTF8')), 'hex'), 16);
+    UPDATE opledger.receipt_keys AS k SET retired_at = pg_catalog.clock_timestamp() WHERE k.retired_at IS NULL;
+    INSERT INTO opledger.receipt_keys (key_id, public_key) VALUES (new_id, pair.public_key);
+    INSERT INTO opledger.receipt_signing_keys (key_id, private_key) VALUES (new_id, pair.private_key);
+    RETURN new_id;
+END
+$$;
+COMMENT ON FUNCTION opledger.create_receipt_key() IS
+    'Creates a new Ed25519 receipt signing key and retires the current one (rotation); returns the new key_id';
+REVOKE EXECUTE ON FUNCTION opledger.create_receipt_key() FROM PUBLIC;
+
+-- Retires the key in use without a successor: no receipts are issued until the
+-- next create_receipt_key (calls of tools with receipts then fail with 55000).
+CREATE FUNCTION opledger.retire_receipt_key() RETURNS text
+    LANGUAGE sql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    UPDATE opledger.receipt_keys AS k SET retired_at = pg_catalog.clock_timestamp()
+     WHERE k.retired_at IS NULL RETURNING k.key_id;
+$$;
+COMMENT ON FUNCTION opledger.retire_receipt_key() IS
+    'Retires the receipt signing key in use (no successor); returns its key_id, NULL when none was in use';
+REVOKE EXECUTE ON FUNCTION opledger.retire_receipt_key() FROM PUBLIC;
+
+CREATE FUNCTION opledger.receipt_public_keys()
+    RETURNS TABLE (key_id text, public_key text, created_at timestamptz, retired_at timestamptz)
+    LANGUAGE sql STABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT k.key_id, k.public_key, k.created_at, k.retired_at FROM opledger.receipt_keys AS k
+     ORDER BY k.created_at, k.key_id;
+$$;
+COMMENT ON FUNCTION opledger.receipt_public_keys() IS
+    'The public Ed25519 keys receipts are signed with (base64url), retired ones included';
+REVOKE EXECUTE ON FUNCTION opledger.receipt_public_keys() FROM PUBLIC;
+
+CREATE FUNCTION opledger.verify_chain(operation_id text)
+    RETURNS TABLE (valid boolean, events bigint, head text, first_broken_seq bigint, reason text)
+    LANGUAGE c STABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    AS 'MODULE_PATHNAME', 'opledger_verify_chain';
+COMMENT ON FUNCTION opledger.verify_chain(text) IS
+    'Recomputes one operation''s event hash chain and compares it with the stored hashes and chain head; the first broken link and why';
+REVOKE EXECUTE ON FUNCTION opledger.verify_chain(text) FROM PUBLIC;
+
+-- A tenant's (or, tenant NULL, every visible tenant's) chains in key order, at most
+-- max_rows operations per call after operation ID `after`: call again with
+-- next_after until it is NULL. Stops at the first broken chain.
+CREATE FUNCTION opledger.verify_chains(tenant text DEFAULT NULL, after text DEFAULT NULL, max_rows integer DEFAULT 1000)
+    RETURNS TABLE (checked bigint, valid boolean, first_broken_operation text, first_broken_seq bigint,
+                   reason text, next_after text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+AS $$
+#variable_conflict use_variable
+DECLARE
+    scope text := opledger.current_tenant();
+    op record;
+    v record;
+    last_id text;
+BEGIN
+    IF max_rows IS NULL OR max_rows < 1 OR max_rows > 100000 THEN
+        RAISE EXCEPTION 'verify_chains: max_rows must be 1 to 100000' USING ERRCODE = '22023';
+    END IF;
+    IF octet_length(tenant) > 256 OR octet_length(after) > 1024 THEN
+        RAISE EXCEPTION 'verify_chains: tenant or after is too long' USING ERRCODE = '22023';
+    END IF;
+    IF scope IS DISTINCT FROM '*' AND tenant IS DISTINCT FROM NULL AND tenant IS DISTINCT FROM scope THEN
+        RAISE EXCEPTION 'verify_chains: the caller acts for another tenant' USING ERRCODE = '42501';
+    END IF;
+    checked := 0;
+    FOR op IN
+        SELECT o.operation_id FROM opledger.operations AS o
+         WHERE (after IS NULL OR o.operation_id OPERATOR(pg_catalog.>) after)
+           AND (tenant IS NULL OR o.tenant OPERATOR(pg_catalog.=) tenant)
+           AND (scope OPERATOR(pg_catalog.=) '*' OR o.tenant OPERATOR(pg_catalog.=) scope)
+         ORDER BY o.operation_id LIMIT max_rows
+    LOOP
+        checked := checked + 1;
+        last_id := op.operation_id;
+        SELECT * INTO v FROM opledger.verify_chain(op.operation_id);
+        IF NOT v.valid THEN
+            valid := false;
+            first_broken_operation := op.operation_id;
+            first_broken_seq := v.first_broken_seq;
+            reason := v.reason;
+            next_after := op.operation_id;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+    valid := true;
+    next_after := CASE WHEN checked OPERATOR(pg_catalog.=) max_rows THEN last_id END;
+    RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION opledger.verify_chains(text, text, integer) IS
+    'Verifies the event chains of a tenant''s (NULL: every visible) operations in key order, max_rows per call after `after`; the first broken one, and next_after to continue';
+REVOKE EXECUTE ON FUNCTION opledger.verify_chains(text, text, integer) FROM PUBLIC;
+
+-- Ed25519 verification of a message (text, as UTF-8) against a public key and a
+-- signature, both base64url; false for anything malformed.
+CREATE FUNCTION opledger._ed25519_verify(public_key text, message text, signature text) RETURNS boolean
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'opledger_ed25519_verify';
+REVOKE EXECUTE ON FUNCTION opledger._ed25519_verify(text, text, text) FROM PUBLIC;
+
+-- Checks a receipt: its form, its signature against the published key it names,
+-- the operation it is expected to be of (operation_id, when given), and then the
+-- ledger: the operation's tool and arguments, the hash of the event it covers, the
+-- operation's whole chain, and its result or error. The first failed check is the
+-- reason. A purged operation's events are gone: its receipt is then checked against
+-- the one the ledger issued and kept.
+CREATE FUNCTION opledger.verify_receipt(receipt jsonb, operation_id text DEFAULT NULL)
+    RETURNS TABLE (valid boolean, reason text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    r jsonb := receipt;
+    scope text := opledger.current_tenant();
+    pub text;
+    op record;
+    covered record;
+    chain record;
+    payload jsonb;
+    outcome text;
+BEGIN
+    IF receipt IS NULL THEN
+        RAISE EXCEPTION 'verify_receipt: receipt must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF octet_length(receipt::text) > 65536 OR octet_length(operation_id) > 1024 THEN
+        RAISE EXCEPTION 'verify_receipt: the receipt (at most 64 kB) or operation_id (at most 1024 bytes) is too long'
+            USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(r) IS DISTINCT FROM 'object' OR (r -> 'v') IS DISTINCT FROM '1'::jsonb
+       OR jsonb_typeof(r -> 'signature') IS DISTINCT FROM 'string' OR jsonb_typeof(r -> 'key_id') IS DISTINCT FROM 'string'
+       OR jsonb_typeof(r -> 'operation_id') IS DISTINCT FROM 'string'
+       OR jsonb_typeof(r -> 'chain_head') IS DISTINCT FROM 'string' OR jsonb_typeof(r -> 'seq') IS DISTINCT FROM 'number'
+       OR (r ->> 'seq') OPERATOR(pg_catalog.!~) '^[1-9][0-9]{0,8}$'
+       OR jsonb_typeof(r -> 'kind') IS DISTINCT FROM 'string' OR jsonb_typeof(r -> 'status') IS DISTINCT FROM 'string' THEN
+        RETURN QUERY SELECT false, 'not a version 1 receipt (v, kind, status, operation_id, seq, chain_head, key_id and signature are required)';
+        RETURN;
+    END IF;
+    SELECT k.public_key INTO pub FROM opledger.receipt_keys AS k WHERE k.key_id OPERATOR(pg_catalog.=) (r ->> 'key_id');
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, 'signed with a key the ledger does not publish';
+        RETURN;
+    END IF;
+    IF NOT opledger._ed25519_verify(pub, opledger.jcs(r OPERATOR(pg_catalog.-) 'signature'), r ->> 'signature') THEN
+        RETURN QUERY SELECT false, 'the signature does not match the receipt and the published key (the receipt was altered, or signed with another key)';
+        RETURN;
+    END IF;
+    IF operation_id IS NOT NULL AND operation_id IS DISTINCT FROM (r ->> 'operation_id') THEN
+        RETURN QUERY SELECT false, 'the receipt is of another operation';
+        RETURN;
+    END IF;
+
+    SELECT o.tool, o.tenant, o.args_hash, o.status::text AS status, o.result, o.error, o.purged
+      INTO op FROM opledger.operations AS o WHERE o.operation_id OPERATOR(pg_catalog.=) (r ->> 'operation_id');
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, 'the signature is valid, but the ledger has no such operation';
+        RETURN;
+    END IF;
+    IF scope IS DISTINCT FROM '*' AND op.tenant IS DISTINCT FROM scope THEN
+        RAISE EXCEPTION 'verify_receipt: the operation belongs to another tenant' USING ERRCODE = '42501';
+    END IF;
+    IF op.tool IS DISTINCT FROM (r ->> 'tool') OR op.tenant IS DISTINCT FROM (r ->> 'tenant')
+       OR encode(op.args_hash, 'hex') IS DISTINCT FROM (r ->> 'args_fingerprint') THEN
+        RETURN QUERY SELECT false, 'the operation''s tool, tenant or arguments are not the ones the receipt states';
+        RETURN;
+    END IF;
+    SELECT e.hash INTO covered FROM opledger.events AS e
+     WHERE e.operation_id OPERATOR(pg_catalog.=) (r ->> 'operation_id')
+       AND e.seq OPERATOR(pg_catalog.=) (r ->> 'seq')::integer;
+    IF NOT FOUND THEN
+        IF op.purged THEN
+            IF EXISTS (SELECT FROM opledger.receipts AS k
+                        WHERE k.operation_id OPERATOR(pg_catalog.=) (r ->> 'operation_id')
+                          AND k.seq OPERATOR(pg_catalog.=) (r ->> 'seq')::integer
+                          AND k.receipt OPERATOR(pg_catalog.=) r) THEN
+                RETURN QUERY SELECT true, 'the operation was purged (its events are gone); the receipt is the one the ledger issued';
+            ELSE
+                RETURN QUERY SELECT false, 'the operation was purged and the ledger issued no such receipt';
+            END IF;
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT false, 'the event the receipt covers is missing (an event was deleted)';
+        RETURN;
+    END IF;
+    IF covered.hash IS DISTINCT FROM (r ->> 'chain_head') THEN
+        RETURN QUERY SELECT false, 'the event the receipt covers has another hash (the history was changed)';
+        RETURN;
+    END IF;
+    SELECT * INTO chain FROM opledger.verify_chain(r ->> 'operation_id');
+    IF NOT chain.valid THEN
+        RETURN QUERY SELECT false, 'the operation''s event chain is broken at seq ' || chain.first_broken_seq || ': ' || chain.reason;
+        RETURN;
+    END IF;
+    IF (r ->> 'status') IN ('succeeded', 'failed') AND op.status OPERATOR(pg_catalog.=) (r ->> 'status') THEN
+        payload := CASE WHEN op.status OPERATOR(pg_catalog.=) 'succeeded' THEN op.result ELSE op.error END;
+        outcome := CASE WHEN payload IS NOT NULL
+                        THEN encode(sha256(convert_to(opledger.jcs(payload), 'UTF8')), 'hex') END;
+        IF outcome IS DISTINCT FROM (r ->> 'outcome_fingerprint') THEN
+            RETURN QUERY SELECT false, 'the operation''s result or error is not the one the receipt states';
+            RETURN;
+        END IF;
+    ELSIF (r ->> 'kind') IN ('succeeded', 'failed') THEN
+        RETURN QUERY SELECT false, 'the operation''s status is not the one the receipt states';
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT true, 'valid: signed with a published key, and the ledger''s history matches it';
+END
+$$;
+COMMENT ON FUNCTION opledger.verify_receipt(jsonb, text) IS
+    'Checks a receipt: signature against the published key, the expected operation, then the ledger (tool, arguments, covered event''s hash, the whole chain, result or error); valid and the reason';
+REVOKE EXECUTE ON FUNCTION opledger.verify_receipt(jsonb, text) FROM PUBLIC;
+
+-- What a command-line verifier needs to check a receipt against an operation's
+-- history outside the database: the operation's result and error, and each event as
+-- it is hashed (docs/receipts.md, "The chain") with its stored hash. Runs as the
+-- caller: row-level security keeps it to the caller's tenant.
+-- PL/pgSQL, not SQL: Citus plans a multi-shard read only with its parameters bound.
+CREATE FUNCTION opledger.receipt_evidence(operation_id text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT pg_catalog.jsonb_build_object(
+        'operation', (SELECT pg_catalog.jsonb_build_object(
+                          'operation_id', o.operation_id, 'tool', o.tool, 'tenant', o.tenant,
+                          'status', o.status::pg_catalog.text, 'result', o.result, 'error', o.error,
+                          'purged', o.purged, 'chain_head', o.chain_head)
+                        FROM opledger.operations AS o WHERE o.operation_id OPERATOR(pg_catalog.=) $1),
+        'events', (SELECT COALESCE(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                          'operation_id', e.operation_id, 'seq', e.seq,
+                          'at', (pg_catalog.extract('epoch'::pg_catalog.text, e.at)
+                                 OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8,
+                          'kind', e.kind, 'decision', e.decision,
+                          'status_before', e.status_before::pg_catalog.text, 'status_after', e.status_after::pg_catalog.text,
+                          'attempt', e.attempt, 'worker', e.worker, 'provider_ref', e.provider_ref, 'detail', e.detail,
+                          'role', e.role, 'login', e.login, 'tenant', e.tenant, 'hash', e.hash) ORDER BY e.seq),
+                          '[]'::pg_catalog.jsonb)
+                     FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1)));
+END
+$$;
+COMMENT ON FUNCTION opledger.receipt_evidence(text) IS
+    'An operation''s result, error and events as hashed (with their hashes), for checking a receipt outside the database';
+REVOKE EXECUTE ON FUNCTION opledger.receipt_evidence(text) FROM PUBLIC;
+
+-- The shipped roles' grants on the above, made by opledger.create_roles(): the
+-- roles that read events read receipts and verify chains (within their tenant);
+-- only the admin makes and retires keys. Nobody but the owner reads a private key.
+CREATE FUNCTION opledger._grant_receipts() RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    GRANT EXECUTE ON FUNCTION opledger.verify_chain(text), opledger.verify_chains(text, text, integer),
+        opledger.receipt_public_keys()
+    TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
+    GRANT EXECUTE ON FUNCTION opledger.receipt_public_keys() TO opledger_agent;
+    GRANT SELECT ON opledger.receipt_keys
+        TO opledger_agent, opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
+    GRANT SELECT ON opledger.receipts TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
+    GRANT EXECUTE ON FUNCTION opledger.create_receipt_key(), opledger.retire_receipt_key() TO opledger_admin;
+    GRANT EXECUTE ON FUNCTION opledger.verify_receipt(jsonb, text), opledger.receipt_evidence(text)
+    TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
+END
+$$;
+REVOKE EXECUTE ON FUNCTION opledger._grant_receipts() FROM PUBLIC;
+
+-- The first signing key, so that irreversible tools (receipts on by default) work
+-- from the start. A restore makes none: it loads the dumped keys (row_security is
+-- off while it creates the extension, as for the fingerprint key).
+SELECT opledger.create_receipt_key() IS NOT NULL AS receipt_key
+ WHERE pg_catalog.current_setting('row_security') OPERATOR(pg_catalog.=) 'on';
+
+-- create_roles() now also makes the receipts' grants (opledger._grant_receipts) and
+-- grants register_tool with its new signature.
+CREATE OR REPLACE FUNCTION opledger.create_roles() RETURNS SETOF text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['opledger_agent', 'opledger_reconciler', 'opledger_approver',
+                             'opledger_admin', 'opledger_dashboard'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS x WHERE x.rolname OPERATOR(pg_catalog.=) r) THEN
+            EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+        END IF;
+        EXECUTE format('GRANT USAGE ON SCHEMA opledger TO %I', r);
+        RETURN NEXT r;
+    END LOOP;
+
+    -- The agent (orchestrator): runs attempts and reports them. It cannot resolve,
+    -- approve, claim, purge or register tools, and reads no table but the tool
+    -- policies (not secret: an MCP gateway compares its configuration with them).
+    GRANT EXECUTE ON FUNCTION
+        opledger.op_begin(text, text, jsonb, text, text, interval),
+        opledger.op_succeed(text, jsonb, integer, text),
+        opledger.op_fail(text, jsonb, boolean, integer, text),
+        opledger.op_mark_unknown(text, jsonb, integer, text),
+        opledger.notify_token(text)
+    TO opledger_agent;
+    GRANT SELECT ON opledger.tools TO opledger_agent;
+
+    -- The reconciler: claims unknown operations, asks the provider, resolves them.
+    GRANT EXECUTE ON FUNCTION
+        opledger.op_claim_reconciliation(text, integer, interval),
+        opledger.op_resolve(text, text, jsonb, integer, text, text, boolean),
+        opledger.op_sweep(integer),
+        opledger.notify_token(text)
+    TO opledger_reconciler;
+    GRANT SELECT ON opledger.operations, opledger.events, opledger.unknown_operations TO opledger_reconciler;
+
+    -- The approver: approves irreversible operations (never its own).
+    GRANT EXECUTE ON FUNCTION opledger.op_approve(text, text, text), opledger.op_reject(text, text, text)
+        TO opledger_approver;
+    GRANT SELECT ON opledger.operations, opledger.events TO opledger_approver;
+
+    -- The dashboard: the views, and the tables without the call's payloads (args,
+    -- result, approval_note, events' detail). The last error stays readable (it is
+    -- redacted like everything stored): it is what an operator on call needs.
+    GRANT SELECT ON opledger.unknown_operations, opledger.metrics, opledger.tool_stats, opledger.rejected_reuses,
+        opledger.metrics_hourly TO opledger_dashboard;
+    GRANT EXECUTE ON FUNCTION opledger.metrics_since(interval) TO opledger_dashboard, opledger_admin;
+    GRANT EXECUTE ON FUNCTION opledger._rejected_reuses() TO opledger_dashboard, opledger_admin;
+    GRANT EXECUTE ON FUNCTION opledger._counts(boolean) TO opledger_dashboard, opledger_admin;
+    GRANT SELECT (operation_id, conversation_id, tool, args_hash, fingerprint_alg, status, attempt, lease_owner,
+                  lease_expires_at, retry_after, provider_ref, created_at, updated_at, finished_at, approved_by,
+                  approved_at, unknown_since, resolved_at, resolved_by, resolution, claim_owner, claim_expires_at,
+                  late_successes, duplicate_effects, manual_interventions, purged, purged_at, tenant, created_role,
+                  approval_attempt, event_seq, approved_role, resolved_role, error, created_login, approved_login,
+                  resolved_login)
+        ON opledger.operations TO opledger_dashboard;
+    GRANT SELECT (operation_id, event_id, at, kind, decision, status_before, status_after, attempt, worker,
+                  provider_ref, seq, role, tenant, login)
+        ON opledger.events TO opledger_dashboard;
+    GRANT SELECT ON opledger.tools TO opledger_dashboard, opledger_reconciler, opledger_approver;
+
+    -- The admin (operator): everything but the fingerprint key, every tenant.
+    GRANT EXECUTE ON FUNCTION
+        opledger.register_tool(text, opledger.tool_effect, text, integer, interval, interval, interval, text[], text[], boolean),
+        opledger.op_begin(text, text, jsonb, text, text, interval),
+        opledger.op_succeed(text, jsonb, integer, text),
+        opledger.op_fail(text, jsonb, boolean, integer, text),
+        opledger.op_mark_unknown(text, jsonb, integer, text),
+        opledger.op_resolve(text, text, jsonb, integer, text, text, boolean),
+        opledger.op_approve(text, text, text),
+        opledger.op_reject(text, text, text),
+        opledger.op_sweep(integer),
+        opledger.op_claim_reconciliation(text, integer, interval),
+        opledger.op_purge(interval),
+        opledger.notify_token(text),
+        opledger.set_role_tenant(regrole, text),
+        opledger.reset_rejected_reuses()
+    TO opledger_admin;
+    GRANT SELECT ON opledger.operations, opledger.events, opledger.tools, opledger.role_tenants,
+        opledger.unknown_operations, opledger.metrics, opledger.tool_stats, opledger.rejected_reuses,
+        opledger.metrics_hourly TO opledger_admin;
+
+    -- Receipts and the events' hash chain (48_receipts.sql).
+    PERFORM opledger._grant_receipts();
+END
+$$;
+COMMENT ON FUNCTION opledger.create_roles() IS
+    'Creates (if absent) and grants the shipped group roles opledger_agent, _reconciler, _approver, _admin and _dashboard; returns their names';
+REVOKE EXECUTE ON FUNCTION opledger.create_roles() FROM PUBLIC;

@@ -179,4 +179,23 @@ SELECT status FROM opledger.op_succeed('cr-22', '{}');
 DROP TRIGGER cr_keep_insert ON opledger.operations;
 DROP TRIGGER cr_keep_update ON opledger.operations;
 
+-- receipts: the chain and receipt verifiers, the evidence, key rotation, a tool with
+-- receipts (its success signed and stored with its operation)
+SELECT valid FROM opledger.verify_chain('cr-11');
+SELECT decision FROM opledger.op_begin('cr-24', 'cr_nonidem', '{}');
+DELETE FROM opledger.operations WHERE operation_id = 'cr-24';  -- its events kept: their tenant decides
+SELECT valid, events FROM opledger.verify_chain('cr-24');
+SELECT checked > 0 AS checked FROM opledger.verify_chains(NULL, NULL, 100);
+SELECT v.valid FROM opledger.receipts AS r, opledger.verify_receipt(r.receipt, r.operation_id) AS v
+ ORDER BY r.operation_id, r.seq LIMIT 1;
+SELECT opledger.receipt_evidence('cr-11') IS NOT NULL AS evidence;
+SELECT opledger.create_receipt_key() IS NOT NULL AS rotated;
+SELECT count(*) > 0 AS published FROM opledger.receipt_public_keys();
+SELECT opledger.register_tool('cr_receipts', 'non_idempotent_write', receipts => true);
+SELECT decision FROM opledger.op_begin('cr-23', 'cr_receipts', '{}');
+SELECT status FROM opledger.op_succeed('cr-23', '{}');
+BEGIN;
+SELECT opledger.retire_receipt_key() IS NOT NULL AS retired;
+ROLLBACK;
+
 SELECT pg_stat_force_next_flush();

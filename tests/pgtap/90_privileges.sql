@@ -28,8 +28,8 @@ SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p J
           'every op_* function written in C pins jit = off');
 SELECT is((SELECT string_agg(p.proname, ',' ORDER BY p.proname) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'opledger' AND p.prosecdef),
-          '_counts,_rejected_reuses,current_tenant,notify_token,op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_reject,op_resolve,op_succeed,op_sweep,register_tool,set_role_tenant',
-          'the op_* functions, register_tool and the tenant and token helpers are SECURITY DEFINER, nothing else');
+          '_counts,_rejected_reuses,create_receipt_key,current_tenant,notify_token,op_approve,op_begin,op_claim_reconciliation,op_fail,op_mark_unknown,op_purge,op_reject,op_resolve,op_succeed,op_sweep,receipt_public_keys,register_tool,retire_receipt_key,set_role_tenant,verify_chain,verify_chains,verify_receipt',
+          'the op_* functions, register_tool, the tenant and token helpers and the receipt functions are SECURITY DEFINER, nothing else');
 -- current_tenant() and _sees_tenant(text) are the exceptions: the row-level security
 -- policies call them as the reading role, and they only tell the caller its own tenant
 -- (and whether a given tenant is it).

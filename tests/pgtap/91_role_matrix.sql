@@ -71,6 +71,14 @@ INSERT INTO fn_matrix VALUES
     ('reset_rejected_reuses',   true,  'admin'),
     -- the dashboard's time-windowed metrics
     ('metrics_since',           true,  'dashboard,admin'),
+    -- receipts: the roles that read events verify chains; keys are the admin's
+    ('verify_chain',            true,  'reconciler,approver,dashboard,admin'),
+    ('verify_chains',           true,  'reconciler,approver,dashboard,admin'),
+    ('receipt_public_keys',     true,  'agent,reconciler,approver,dashboard,admin'),
+    ('create_receipt_key',      true,  'admin'),
+    ('retire_receipt_key',      true,  'admin'),
+    ('verify_receipt',          true,  'reconciler,approver,dashboard,admin'),
+    ('receipt_evidence',        true,  'reconciler,approver,dashboard,admin'),
     -- superusers only (needs CREATEROLE and grants on the extension's objects)
     ('create_roles',            true,  ''),
     ('create_hmac_key',         true,  ''),
@@ -81,7 +89,10 @@ INSERT INTO fn_matrix VALUES
     ('_tools_changed',          false, ''),
     ('_tenant_visible',         false, 'reconciler,approver,dashboard,admin'),
     ('_rejected_reuses',        false, 'dashboard,admin'),
-    ('_counts',                 false, 'dashboard,admin');
+    ('_counts',                 false, 'dashboard,admin'),
+    ('_ed25519_keypair',        false, ''),
+    ('_ed25519_verify',         false, ''),
+    ('_grant_receipts',         false, '');
 
 SELECT is((SELECT string_agg(DISTINCT p.proname, ', ' ORDER BY p.proname)
              FROM pg_proc p WHERE p.pronamespace = 'opledger'::regnamespace
@@ -126,6 +137,9 @@ INSERT INTO rel_matrix VALUES
     ('counters',           true,  ''),      -- internal: read through the views
     ('counter_deltas',     true,  ''),
     ('hmac_key',           true,  ''),
+    ('receipt_signing_keys', true, ''),    -- private keys: the owner only
+    ('receipt_keys',       true,  'agent,reconciler,approver,dashboard,admin'),
+    ('receipts',           true,  'reconciler,approver,dashboard,admin'),
     ('unknown_operations', true,  'reconciler,dashboard,admin'),
     ('metrics',            true,  'dashboard,admin'),
     ('tool_stats',         true,  'dashboard,admin'),
@@ -171,8 +185,8 @@ INSERT INTO col_expect
 SELECT m.name, r.k, CASE WHEN r.k = ANY (string_to_array(m.sel, ',')) THEN 'ALL' ELSE 'NONE' END
   FROM rel_matrix m, roles91 r;
 -- (error is readable: it is stored redacted, and unknown_operations shows it as last_error)
-UPDATE col_expect SET expect = 'ALL but approval_note,args,result,result_fingerprint' WHERE rel = 'operations' AND k = 'dashboard';
-UPDATE col_expect SET expect = 'ALL but detail' WHERE rel = 'events' AND k = 'dashboard';
+UPDATE col_expect SET expect = 'ALL but approval_note,args,chain_head,chain_seq,receipts,result,result_fingerprint' WHERE rel = 'operations' AND k = 'dashboard';
+UPDATE col_expect SET expect = 'ALL but detail,hash' WHERE rel = 'events' AND k = 'dashboard';
 
 SELECT is((WITH cols AS (
                SELECT a.attname, has_column_privilege(r.r, c.oid, a.attnum, 'SELECT') AS can

@@ -36,10 +36,11 @@ $$;
 -- succeeded: the rows op_succeed returns (twice: the second shows what the first
 -- left), op_begin's answer, and everything the role can read of the extension
 -- afterwards (each relation's rows, or the SQLSTATE that refused the read). Times and
--- event IDs differ from call to call whatever the guess, and are left out.
+-- event IDs differ from call to call whatever the guess, and are left out; so is the
+-- chain head (and an event's hash), a hash over the events that includes their times.
 CREATE FUNCTION pg_temp.guess(r text, op text, pin text) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-    volatile_keys constant text[] := '{updated_at,at,event_id,age,oldest_unknown_age,first_at,last_at,delta_id,since}';
+    volatile_keys constant text[] := '{updated_at,at,event_id,age,oldest_unknown_age,first_at,last_at,delta_id,since,chain_head,hash}';
     reads constant text[] := ARRAY[
         'SELECT * FROM opledger.operations', 'SELECT * FROM opledger.events',
         'SELECT * FROM opledger.metrics', 'SELECT * FROM opledger.tool_stats',

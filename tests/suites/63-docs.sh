@@ -2,7 +2,8 @@
 # Docs and demo: every example of docs/sql-reference.md and docs/settings.md still
 # prints the output the page shows (docs/tools/examples.py, each page in a fresh
 # database), the pages list every function, table, view and type of the catalog
-# (docs/tools/catalog_check.py), and the refund story (demo/refund-story.sh, its own
+# (docs/tools/catalog_check.py), docs/receipts.md's example receipt verifies with both
+# clients' command-line verifiers, and the refund story (demo/refund-story.sh, its own
 # throwaway cluster) tells its story with every decision as written, leaving nothing
 # behind; tests/README.md and docs/architecture.md list every suite.
 set -uo pipefail
@@ -70,6 +71,50 @@ PY
 else
     echo "FAILED createdb $db"; failed=$((failed + 1))
 fi
+
+# docs/receipts.md's example receipt, verified with the key it shows by both clients'
+# command-line verifiers, and refused by both once one of its members is changed.
+rdir=$(mktemp -d /tmp/opledger-docs-receipt.XXXXXX)
+if /usr/bin/python3 - "$rdir" <<'PY'
+import json, re, sys
+text = open("docs/receipts.md").read()
+receipt = re.search(r"<!-- receipt-example -->\n```json\n(.*?)```", text, re.S).group(1)
+key = re.search(r"<!-- receipt-example-key -->\n```\n(.*?)\n```", text, re.S).group(1).strip()
+r = json.loads(receipt)
+open(sys.argv[1] + "/receipt.json", "w").write(receipt)
+open(sys.argv[1] + "/key", "w").write(key)
+r["attempt"] = r["attempt"] + 1
+open(sys.argv[1] + "/changed.json", "w").write(json.dumps(r))
+PY
+then
+    key=$(cat "$rdir/key")
+    if [ ! -f clients/typescript/dist/src/bin/verify-receipt.js ]; then
+        (cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1)
+    fi
+    for verifier in "node clients/typescript/dist/src/bin/verify-receipt.js" \
+                    "env PYTHONPATH=clients/python /usr/bin/python3 -m opledger_client.verify_receipt"; do
+        name=${verifier%% *}; [ "$name" = env ] && name=python3
+        if out=$($verifier "$rdir/receipt.json" --key "$key" --operation-id refund-7f3a 2>&1) && [[ $out == valid:* ]]; then
+            echo "ok     docs/receipts.md: the example receipt is valid ($name verifier)"
+            passed=$((passed + 1))
+        else
+            echo "FAILED docs/receipts.md's example receipt with the $name verifier: $out"
+            failed=$((failed + 1))
+        fi
+        out=$($verifier "$rdir/changed.json" --key "$key" 2>&1)
+        if [ $? = 1 ] && [[ $out == invalid:* ]]; then
+            echo "ok     docs/receipts.md: the example receipt changed is refused ($name verifier)"
+            passed=$((passed + 1))
+        else
+            echo "FAILED docs/receipts.md's changed receipt was not refused by the $name verifier: $out"
+            failed=$((failed + 1))
+        fi
+    done
+else
+    echo "FAILED docs/receipts.md has no example receipt and key"
+    failed=$((failed + 1))
+fi
+rm -rf "$rdir"
 
 before=$(ls -d /tmp/opledger-demo.* 2>/dev/null | sort)
 if NO_COLOR=1 bash demo/refund-story.sh; then

@@ -10,3 +10,5 @@ export type { ExecuteOptions, ToolCallContext, ReconcileContext } from './execut
 export { assertStorableJsonText, toJsonText } from './json.js';
 export { idempotentTool, currentOperation } from './tool.js';
 export type { IdempotentToolOptions, ToolInput, ToolRest, ToolOutput } from './tool.js';
+export { verifyReceipt, canonicalJson, eventHash } from './receipt.js';
+export type { ReceiptVerdict, PublishedKey, ReceiptEvidence, VerifyOptions } from './receipt.js';

@@ -141,9 +141,10 @@ private:
         row.tenant = caller_.all_tenants ? std::string() : caller_.tenant;
         row.created_role = caller_.role_name;
         row.created_login = caller_.login_name;
+        row.receipts = policy_.receipts;
         now_ = GetCurrentTimestamp();
         const core::ledger::Transition t = core::ledger::begin_new(policy_.rules, call_, now_);
-        std::optional<OperationRow> inserted = insert_operation(row, t, now_);
+        std::optional<OperationRow> inserted = insert_operation(row, t, values_, now_);
         if (!inserted) {
             guess_new_id = false;
             return std::nullopt;

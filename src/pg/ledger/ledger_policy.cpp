@@ -58,6 +58,7 @@ ToolPolicy load_policy(Datum tool_datum) {
     rules.backoff_max = interval_us(DatumGetIntervalP(column(table, 0, 4, &is_null)));
     policy.hash_exclude = text_array(column(table, 0, 5, &is_null));
     policy.redact = text_array(column(table, 0, 6, &is_null));
+    policy.receipts = DatumGetBool(column(table, 0, 7, &is_null));
     return policy;
 }
 

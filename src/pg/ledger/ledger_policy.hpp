@@ -17,6 +17,7 @@ struct ToolPolicy {
     core::ledger::Policy rules;          // what the state machine decides by
     std::vector<std::string> hash_exclude;  // JSON Pointers left out of the fingerprint
     std::vector<std::string> redact;        // JSON Pointers never stored
+    bool receipts = false;                  // its approvals and outcomes get signed receipts
 };
 
 // The tool's policy, read from opledger.tools. With enforce_registration, an

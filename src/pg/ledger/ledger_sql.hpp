@@ -60,6 +60,11 @@ enum class PlanId : int {
     purge_candidates,  // IDs of final, unpurged operations finished before a time, of a tenant, after a key (no lock)
     lock_purge_candidate,  // one operation if still purgeable at $2 (tenant $4 unless $3), FOR UPDATE SKIP LOCKED
     delete_events,     // the audit trail of one operation (a purge)
+    receipt_key,       // the receipt signing key in use (tools with receipts only)
+    insert_receipt,    // one signed receipt (tools with receipts only)
+    chain_row,         // an operation's tenant and chain head (verify_chain)
+    chain_events,      // an operation's events in seq order, as hashed (verify_chain)
+    events_tenant,     // the tenant of an operation's events (verify_chain, its row gone)
     count_
 };
 

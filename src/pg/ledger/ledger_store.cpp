@@ -7,6 +7,7 @@
 
 #include "pg/ledger/ledger_gucs.hpp"
 #include "pg/ledger/ledger_policy.hpp"
+#include "pg/ledger/ledger_receipts.hpp"
 #include "pg/ledger/ledger_tables.hpp"
 
 extern "C" {
@@ -171,6 +172,12 @@ void fill_params(OperationParams& p, const OperationRow& row, const sm::Operatio
     p.set_text(oc_approved_login, s.approved_login);
     p.set_text(oc_resolved_login, s.resolved_login);
     p.set(oc_result_fingerprint, row.result_fingerprint);
+    p.set_text(oc_chain_head, row.chain_head);
+    p.set_int(oc_chain_seq, row.chain_seq);
+    if (set)
+        p.set_bool(oc_receipts, row.receipts);
+    else
+        p.set(oc_receipts, Value{});
     p.set(op_now, Value::of(TimestampTzGetDatum(now)));
 }
 
@@ -242,18 +249,16 @@ Datum detail_jsonb(const sm::Event& e, const Value& payload) {
     return JsonbPGetDatum(JsonbValueToJsonb(result));
 }
 
-// Appends one event; returns whether it was written (insert_first_event writes
-// nothing when the seq is taken).
-bool append_event(const OperationRow& row, int seq, const sm::Event& e, const CallValues& call, sm::Micros now,
-                  PlanId plan = PlanId::insert_event) {
-    const Datum operation_id = row.operation_id.datum;
-    std::array<Datum, kEventColumns> values{};
-    std::array<char, kEventColumns> nulls{};
+using EventRow = OperationRow::EventRow;
+
+// One event's row, its hash chained to row.chain_head, which then becomes this hash.
+EventRow event_row(OperationRow& row, int seq, const sm::Event& e, const CallValues& call, sm::Micros now) {
+    EventRow r;
     auto put = [&](int i, const Value& v) {
-        values[i] = v.null ? 0 : v.datum;
-        nulls[i] = v.null ? 'n' : ' ';
+        r.values[i] = v.null ? 0 : v.datum;
+        r.nulls[i] = v.null ? 'n' : ' ';
     };
-    put(ec_operation_id, Value::of(operation_id));
+    put(ec_operation_id, Value::of(row.operation_id.datum));
     put(ec_at, Value::of(TimestampTzGetDatum(now)));
     put(ec_kind, Value::of(string_to_text(e.kind)));
     put(ec_decision, e.decision ? Value::of(string_to_text(*e.decision)) : Value{});
@@ -272,7 +277,27 @@ bool append_event(const OperationRow& row, int seq, const sm::Event& e, const Ca
     put(ec_role, call.role);
     put(ec_tenant, Value::of(string_to_text(row.tenant)));
     put(ec_login, call.login);
-    execute(plan, values.data(), nulls.data(), 0);
+    std::string hash = chain_hash(r.values.data(), r.nulls.data(), row.chain_head);
+    put(ec_hash, Value::of(string_to_text(hash)));
+    row.chain_head = std::move(hash);
+    row.chain_seq = seq;
+    return r;
+}
+
+// The rows of a transition's events, seqs from first_seq, chained from row.chain_head.
+std::vector<EventRow> event_rows(OperationRow& row, int first_seq, const std::vector<sm::Event>& events,
+                                 const CallValues& call, sm::Micros now) {
+    std::vector<EventRow> rows;
+    rows.reserve(events.size());
+    int seq = first_seq;
+    for (const sm::Event& e : events) rows.push_back(event_row(row, seq++, e, call, now));
+    return rows;
+}
+
+// Writes one event; returns whether it was written (insert_first_event writes
+// nothing when the seq is taken).
+bool write_event(const EventRow& r, PlanId plan = PlanId::insert_event) {
+    execute(plan, const_cast<Datum*>(r.values.data()), r.nulls.data(), 0);
     return SPI_processed == 1;
 }
 
@@ -438,10 +463,9 @@ void notify(const OperationRow& row) {
 // Events take the seqs after the row's event_seq (the caller holds the row's lock,
 // or just inserted it), so (operation_id, seq) orders an operation's history on any
 // node; row.event_seq must already be the last of them.
-void store_events_and_counts(const OperationRow& row, const sm::Transition& t, const CallValues& call,
+void store_events_and_counts(const OperationRow& row, const std::vector<EventRow>& events, const sm::Transition& t,
                              sm::Micros now) {
-    int seq = row.event_seq - static_cast<int>(t.events.size());
-    for (const sm::Event& e : t.events) append_event(row, ++seq, e, call, now);
+    for (const EventRow& r : events) write_event(r);
     add_counts(row.tool_datum, row.tenant, t.metrics, now);
 }
 
@@ -542,6 +566,9 @@ OperationRow read_operation(SPITupleTable* table, uint64 index) {
     s.approved_login = text_at(table, index, oc_approved_login);
     s.resolved_login = text_at(table, index, oc_resolved_login);
     row.result_fingerprint = value_at(table, index, oc_result_fingerprint);
+    row.chain_head = text_at(table, index, oc_chain_head);
+    row.chain_seq = int_at(table, index, oc_chain_seq);
+    row.receipts = DatumGetBool(value_at(table, index, oc_receipts).datum);
     if (table->tupdesc->natts > kSelectPurgedAt) {
         row.created_at = value_at(table, index, kSelectCreatedAt);
         row.purged_at = value_at(table, index, kSelectPurgedAt);
@@ -562,16 +589,26 @@ std::optional<OperationRow> fetch_operation(PlanId plan, Datum operation_id) {
     return row;
 }
 
-std::optional<OperationRow> insert_operation(const OperationRow& given, const sm::Transition& t, sm::Micros now) {
+std::optional<OperationRow> insert_operation(const OperationRow& given, const sm::Transition& t, const CallValues& call,
+                                            sm::Micros now) {
     OperationRow row = given;
     row.event_seq = static_cast<int>(t.events.size());
+    // A new operation's chain starts at its first event (store_new redoes it in the
+    // rare case of an ID whose old history was kept).
+    row.chain_head.reset();
+    row.chain_seq = 0;
+    row.prepared_events = event_rows(row, 1, t.events, call, now);
     OperationParams p;
     fill_params(p, row, t.after, now, Identity::set);
     const bool returning = row_changing_trigger(Write::insert);
     execute(returning ? PlanId::insert_operation_returning : PlanId::insert_operation, p.values.data(),
             p.nulls.data(), 0);
     if (SPI_processed != 1) return std::nullopt;
-    if (returning) return read_operation(SPI_tuptable, 0);
+    if (returning) {
+        OperationRow stored = read_operation(SPI_tuptable, 0);
+        stored.prepared_events = std::move(row.prepared_events);
+        return stored;
+    }
     row.state = t.after;
     return row;
 }
@@ -579,31 +616,54 @@ std::optional<OperationRow> insert_operation(const OperationRow& given, const sm
 void store_new(const OperationRow& inserted, const sm::Transition& t, const CallValues& call, sm::Micros now) {
     // A new operation's events start at seq 1, unless its ID still has events: an
     // operator deleted the operation row and kept its history. Then the new history
-    // continues after it. The first event finds out (ON CONFLICT DO NOTHING), so the
-    // common case costs no extra statement.
+    // continues after it, chained to its last event. The first event finds out (ON
+    // CONFLICT DO NOTHING), so the common case costs no extra statement.
     OperationRow row = inserted;
-    if (!t.events.empty() && !append_event(row, 1, t.events.front(), call, now, PlanId::insert_first_event)) {
+    const std::vector<EventRow>& events = row.prepared_events;
+    if (!events.empty() && !write_event(events.front(), PlanId::insert_first_event)) {
         Datum id[1] = {row.operation_id.datum};
         execute(PlanId::last_event_seq, id, nullptr, 1);
-        bool no_events = true;
-        const Datum last = column(SPI_tuptable, 0, 0, &no_events);
-        const int base = no_events ? 0 : DatumGetInt32(last);
+        int base = 0;
+        row.chain_head.reset();
+        row.chain_seq = 0;
+        if (SPI_processed == 1) {
+            bool is_null = false;
+            base = DatumGetInt32(column(SPI_tuptable, 0, 0, &is_null));
+            row.chain_head = text_at(SPI_tuptable, 0, 1);
+        }
         row.event_seq = base + static_cast<int>(t.events.size());
-        Datum values[2] = {row.operation_id.datum, Int32GetDatum(row.event_seq)};
+        const std::vector<EventRow> again = event_rows(row, base + 1, t.events, call, now);
+        Datum values[3] = {row.operation_id.datum, Int32GetDatum(row.event_seq), string_to_text(*row.chain_head)};
         execute(PlanId::bump_event_seq, values, nullptr, 0);
-        int seq = base;
-        for (const sm::Event& e : t.events) append_event(row, ++seq, e, call, now);
+        for (const EventRow& r : again) write_event(r);
     } else {
-        int seq = 1;
-        for (std::size_t i = 1; i < t.events.size(); ++i) append_event(row, ++seq, t.events[i], call, now);
+        for (std::size_t i = 1; i < events.size(); ++i) write_event(events[i]);
     }
     add_counts(row.tool_datum, row.tenant, t.metrics, now);
+}
+
+// Makes row.chain_head the hash of the operation's last event: the row's copy, unless
+// answers that wrote only their event came after it (chain_seq behind event_seq);
+// then that event's stored hash, one indexed read. A fresh operation's calls never
+// need it: each of their transitions writes the head with the row.
+void current_chain_head(OperationRow& row) {
+    if (row.chain_seq == row.event_seq) return;
+    Datum id[1] = {row.operation_id.datum};
+    execute(PlanId::last_event_seq, id, nullptr, 1);
+    row.chain_head.reset();
+    if (SPI_processed == 1) row.chain_head = text_at(SPI_tuptable, 0, 1);
+    row.chain_seq = row.event_seq;
 }
 
 std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, const CallValues& call, sm::Micros now,
                                 ReturnRow return_row) {
     const sm::Status before = row.state.status;
     std::optional<WrittenRow> written;
+    // The events are hashed first: the row's chain head is written with the transition.
+    // A purge keeps the head in the tombstone, so it must be the current one too.
+    const bool chain_moves = !t.events.empty() || t.tombstone;
+    if (chain_moves) current_chain_head(row);
+    const std::vector<EventRow> events = event_rows(row, row.event_seq + 1, t.events, call, now);
     if (t.row_changed) {
         // The row as it is now (its event_seq includes the seqs the lock reserved)...
         OperationParams was;
@@ -635,6 +695,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             changed.add(oc_result);
             changed.add(oc_error);
         }
+        if (chain_moves) {
+            changed.add(oc_chain_head);
+            changed.add(oc_chain_seq);
+        }
         const bool returning = return_row == ReturnRow::yes && row_changing_trigger(Write::update);
         execute_update(changed, returning, p.values.data(), p.nulls.data());
         if (SPI_processed != 1)
@@ -656,13 +720,17 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
     } else {
         row.event_seq += static_cast<int>(t.events.size());
         if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
-            // Nothing else changes (a replay, an answer to wait): only the last seq.
-            Datum values[2] = {row.operation_id.datum, Int32GetDatum(row.event_seq)};
+            // Nothing else changes: the last seq and the chain head. A replay or an
+            // answer to wait writes nothing more: the lock reserved its seq, and the
+            // row's head stays behind until the next transition (current_chain_head).
+            Datum values[3] = {row.operation_id.datum, Int32GetDatum(row.event_seq), string_to_text(*row.chain_head)};
             execute(PlanId::bump_event_seq, values, nullptr, 0);
         }
     }
     row.state = t.after;
-    store_events_and_counts(row, t, call, now);
+    store_events_and_counts(row, events, t, now);
+    // Receipts cost nothing for a tool that did not ask for them: no key read, no row.
+    if (row.receipts && !events.empty()) issue_receipt(row, t, events, before);
     if (ledger_notify && before == sm::Status::pending && row.state.status != sm::Status::pending) notify(row);
     return written;
 }

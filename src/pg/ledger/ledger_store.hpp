@@ -21,6 +21,7 @@
 // call's start and decide each one with the time after its lock.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "core/ledger/state_machine.hpp"
 #include "pg/ledger/ledger_caller.hpp"
 #include "pg/ledger/ledger_sql.hpp"
+#include "pg/ledger/ledger_tables.hpp"
 
 namespace opledger::pg::ledger {
 
@@ -53,6 +55,20 @@ struct OperationRow {
     bool has_times = false;
     int event_seq = 0;    // seq of its last event
     int seqs_reserved = 0;  // seqs after event_seq the row already holds (lock_operation_reserving_seq)
+    // The hash of event chain_seq (event_chain.hpp). An answer that writes only an
+    // event (a replay, an answer to wait) leaves both behind event_seq, since the
+    // lock that reserved its seq was the row's only write; the next call reads the
+    // last event's hash then (current_chain_head), and a transition writes both.
+    std::optional<std::string> chain_head;
+    int chain_seq = 0;
+    bool receipts = false;  // its tool asked for receipts when it was created
+    // The events insert_operation hashed for store_new to write (the chain head the
+    // INSERT wrote is the last one's hash).
+    struct EventRow {
+        std::array<Datum, kEventColumns> values{};
+        std::array<char, kEventColumns> nulls{};
+    };
+    std::vector<EventRow> prepared_events;
 };
 
 // The row of one operation (plan: read_operation or lock_operation), if it exists.
@@ -87,7 +103,8 @@ struct WrittenRow {
 // Inserts a new operation: identity and fingerprint from `row`, state from the
 // transition (state_machine's begin_new). Returns the row as written, or nothing
 // when the ID exists already (nothing written then).
-std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, sm::Micros now);
+std::optional<OperationRow> insert_operation(const OperationRow& row, const sm::Transition& t, const CallValues& call,
+                                            sm::Micros now);
 
 // Writes a transition of an existing, locked operation: the row (when it changed:
 // only the columns that changed, and updated_at), the events and the counts. `row`

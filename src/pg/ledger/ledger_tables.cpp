@@ -66,6 +66,9 @@ const std::array<OperationColumnSpec, kOperationColumns> kOperations = {{
     {"created_login", TEXTOID, Written::on_insert, ""},
     {"approved_login", TEXTOID, Written::always, ""},
     {"resolved_login", TEXTOID, Written::always, ""},
+    {"chain_head", TEXTOID, Written::always, ""},
+    {"chain_seq", INT4OID, Written::always, ""},
+    {"receipts", BOOLOID, Written::on_insert, ""},
 }};
 
 struct EventColumnSpec {
@@ -90,6 +93,7 @@ const std::array<EventColumnSpec, kEventColumns> kEvents = {{
     {"role", TEXTOID, ""},
     {"tenant", TEXTOID, ""},
     {"login", TEXTOID, ""},
+    {"hash", TEXTOID, ""},
 }};
 
 // A count's column (all bigint), by its position in OPLEDGER_METRICS.
@@ -289,7 +293,7 @@ StatementText statement_text(PlanId id) {
     switch (id) {
         case PlanId::policy:
             return {"SELECT t.effect::pg_catalog.text, t.max_attempts, t.lease, t.backoff_base, t.backoff_max, "
-                    "t.hash_exclude, t.redact FROM opledger.tools AS t WHERE t.tool OPERATOR(pg_catalog.=) $1",
+                    "t.hash_exclude, t.redact, t.receipts FROM opledger.tools AS t WHERE t.tool OPERATOR(pg_catalog.=) $1",
                     {TEXTOID}};
         case PlanId::hmac_key:
             return {"SELECT k.secret FROM opledger.hmac_key AS k WHERE k.key_id OPERATOR(pg_catalog.=) 1", {}};
@@ -364,7 +368,8 @@ StatementText statement_text(PlanId id) {
                     {TIMESTAMPTZOID, INT4OID, BOOLOID, TEXTOID, TIMESTAMPTZOID, TEXTOID},
                     Planning::custom_multi_shard};
         case PlanId::last_event_seq:
-            return {"SELECT pg_catalog.max(e.seq) FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1",
+            return {"SELECT e.seq, e.hash FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1 "
+                    "ORDER BY e.seq DESC LIMIT 1",
                     {TEXTOID}};
         case PlanId::lock_operation_reserving_seq:
             // The row lock and the seq of the call's (first) event in one statement:
@@ -409,8 +414,33 @@ StatementText statement_text(PlanId id) {
             // A tombstone's audit trail: every event of the operation (its key's prefix).
             return {"DELETE FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1", {TEXTOID}};
         case PlanId::bump_event_seq:
-            return {"UPDATE opledger.operations AS o SET event_seq = $2 WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
-                    {TEXTOID, INT4OID}};
+            return {"UPDATE opledger.operations AS o SET event_seq = $2, chain_head = $3, chain_seq = $2 "
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID, INT4OID, TEXTOID}};
+        case PlanId::receipt_key:
+            // Both are reference tables under Citus: read on the node that runs the call.
+            return {"SELECT s.key_id, s.private_key FROM opledger.receipt_keys AS k "
+                    "JOIN opledger.receipt_signing_keys AS s ON s.key_id OPERATOR(pg_catalog.=) k.key_id "
+                    "WHERE k.retired_at IS NULL ORDER BY k.created_at DESC LIMIT 1",
+                    {}};
+        case PlanId::insert_receipt:
+            return {"INSERT INTO opledger.receipts (operation_id, seq, kind, receipt, issued_at, tenant) "
+                    "VALUES ($1, $2, $3, $4, $5, $6)",
+                    {TEXTOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}};
+        case PlanId::chain_row:
+            return {"SELECT o.tenant, o.chain_head, o.purged, o.chain_seq, o.event_seq FROM opledger.operations AS o "
+                    "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
+                    {TEXTOID}};
+        case PlanId::chain_events:
+            // The columns in EventColumn order (chain_event reads them by position).
+            return {"SELECT e.operation_id, e.at, e.kind, e.decision, e.status_before::pg_catalog.text, "
+                    "e.status_after::pg_catalog.text, e.attempt, e.worker, e.provider_ref, e.detail, e.seq, e.role, "
+                    "e.tenant, e.login, e.hash FROM opledger.events AS e "
+                    "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
+                    {TEXTOID}};
+        case PlanId::events_tenant:
+            return {"SELECT e.tenant FROM opledger.events AS e WHERE e.operation_id OPERATOR(pg_catalog.=) $1 LIMIT 1",
+                    {TEXTOID}};
         case PlanId::role_tenants:
             return {"SELECT r.member::pg_catalog.oid, r.tenant FROM opledger.role_tenants AS r", {}};
         case PlanId::count_:

@@ -20,6 +20,7 @@ enum OperationColumn : int {
     oc_resolved_by, oc_resolution, oc_claim_owner, oc_claim_expires_at, oc_late_successes, oc_duplicate_effects,
     oc_manual_interventions, oc_purged, oc_tenant, oc_created_role, oc_approval_attempt, oc_event_seq,
     oc_approved_role, oc_resolved_role, oc_result_fingerprint, oc_created_login, oc_approved_login, oc_resolved_login,
+    oc_chain_head, oc_chain_seq, oc_receipts,
     kOperationColumns
 };
 // The select list of the statements that read an operation: the columns above, then
@@ -37,7 +38,7 @@ static_assert(kOperationColumns <= 64, "a ColumnSet holds one bit per column");
 // opledger.events: the parameters of insert_event.
 enum EventColumn : int {
     ec_operation_id = 0, ec_at, ec_kind, ec_decision, ec_status_before, ec_status_after, ec_attempt, ec_worker,
-    ec_provider_ref, ec_detail, ec_seq, ec_role, ec_tenant, ec_login,
+    ec_provider_ref, ec_detail, ec_seq, ec_role, ec_tenant, ec_login, ec_hash,
     kEventColumns
 };
 

@@ -3,7 +3,8 @@
 # throwaway cluster of the PG_BINDIR build (scripts/cluster.sh).
 #
 #   bash bench/pgbench/cpu_per_cycle.sh ol_fresh.sql plain_fresh.sql
-#   CYCLES=3000 ROUNDS=6 bash bench/pgbench/cpu_per_cycle.sh ol_fresh.sql ol_fresh_receipts.sql
+#   RECEIPTS=1 CYCLES=3000 ROUNDS=6 bash bench/pgbench/cpu_per_cycle.sh ol_fresh.sql ol_fresh_receipts.sql
+#   (RECEIPTS=1 registers the tool of ol_fresh_receipts.sql, with receipts)
 #
 # Each round runs every script once, for CYCLES transactions of one client, the order
 # turning every round. A run's CPU time is what the kernel charged the server for it:
@@ -17,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source ../../scripts/cluster.sh
-[ $# -ge 1 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
 CYCLES=${CYCLES:-2000}
 ROUNDS=${ROUNDS:-4}
 TICKS=$(getconf CLK_TCK)
@@ -27,6 +28,11 @@ trap 'cluster_stop "$dir"' EXIT
 cluster_start "$dir" >/dev/null
 "$PG_BINDIR/createdb" opledger_bench
 "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d opledger_bench -f setup.sql >/dev/null 2>&1
+# A tool registered with receipts, for ol_fresh_receipts.sql (opledger 0.5.0 and later).
+if [ -n "${RECEIPTS:-}" ]; then
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d opledger_bench \
+        -c "SELECT opledger.register_tool('bench_receipts', 'non_idempotent_write', receipts => true)" >/dev/null
+fi
 postmaster=$(head -1 "$dir/data/postmaster.pid")
 
 # Clock ticks charged to the postmaster, its reaped children and its live children.

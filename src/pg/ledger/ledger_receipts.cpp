@@ -91,14 +91,17 @@ chain::ChainEvent chain_event(const Datum* values, const char* nulls, EventTexts
 // A one-row result of a function declared RETURNS TABLE, from C strings (NULL:
 // SQL NULL), formed in the caller's memory context.
 Datum one_row(FunctionCallInfo fcinfo, const std::vector<std::optional<std::string>>& columns) {
+    // Built out here: the lambda below may end in an ereport, so it owns nothing
+    // with a destructor (src/pg/boundary.hpp).
+    std::vector<char*> cells;
+    for (const auto& c : columns) cells.push_back(c ? const_cast<char*>(c->c_str()) : nullptr);
+    char** cell_values = cells.data();
     return pg_call([&] {
         TupleDesc desc = nullptr;
         if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
             ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("opledger: a row type was expected")));
         AttInMetadata* meta = TupleDescGetAttInMetadata(desc);
-        std::vector<char*> cells;
-        for (const auto& c : columns) cells.push_back(c ? const_cast<char*>(c->c_str()) : nullptr);
-        HeapTuple tuple = BuildTupleFromCStrings(meta, cells.data());
+        HeapTuple tuple = BuildTupleFromCStrings(meta, cell_values);
         return HeapTupleGetDatum(tuple);
     });
 }

@@ -14,5 +14,5 @@ SELECT p.oid::regprocedure AS function_not_called FROM pg_proc AS p
  ORDER BY 1;
 SELECT c.oid::regclass AS view_not_read FROM pg_class AS c
  WHERE c.relnamespace = 'opledger'::regnamespace AND c.relkind IN ('v', 'm')
-   AND c.relname NOT IN ('metrics', 'tool_stats', 'unknown_operations', 'rejected_reuses', 'metrics_hourly')
+   AND c.relname NOT IN ('metrics', 'tool_stats', 'unknown_operations', 'rejected_reuses', 'metrics_hourly', 'receipts')
  ORDER BY 1;

@@ -52,7 +52,7 @@ for s in "$@"; do
         { cat "$dir/pgbench.out" >&2; exit 1; }
 done
 
-declare -A sum
+declare -A sum ratios
 echo "# server CPU per cycle: $(date -u +%Y-%m-%dT%H:%MZ), $CYCLES cycles of 1 client per run, $ROUNDS rounds, pgbench -M prepared, load $(cut -d' ' -f1 /proc/loadavg)"
 printf '%-28s' "round"; for s in "$@"; do printf '%24s' "$s"; done; echo
 for round in $(seq "$ROUNDS"); do
@@ -72,8 +72,13 @@ for round in $(seq "$ROUNDS"); do
         sum[$s]=$(echo "scale=4; ${sum[$s]:-0} + ${ms[$s]}" | bc)
     done
     printf '%-28s' "$round (ms per cycle)"; for s in "$@"; do printf '%24s' "${ms[$s]}"; done; echo
+    for s in "$@"; do ratios[$s]="${ratios[$s]:-} $(echo "scale=4; ${ms[$s]} / ${ms[$1]}" | bc)"; done
 done
 printf '%-28s' "mean (ms per cycle)"
 for s in "$@"; do printf '%24s' "$(echo "scale=3; ${sum[$s]} / $ROUNDS" | bc)"; done; echo
 printf '%-28s' "ratio to $1"
 for s in "$@"; do printf '%24s' "$(echo "scale=3; ${sum[$s]} / ${sum[$1]}" | bc)"; done; echo
+# The median of the rounds' ratios: a round that another process slowed down moves
+# the mean, not the median (both runs of a round are close in time).
+printf '%-28s' "median of the rounds' ratios"
+for s in "$@"; do printf '%24s' "$(printf '%s\n' ${ratios[$s]} | sort -n | awk '{v[NR]=$1} END {print (NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}')"; done; echo

@@ -152,6 +152,7 @@ CREATE TABLE opledger.events (
     tenant         text NOT NULL DEFAULT '',
     login          text,                -- the login behind role (see the column comment)
     hash           text,                -- hash chain link (docs/receipts.md); NULL: recorded before 0.5.0
+    receipt        text,                -- the signed receipt covering this event, if one was issued (docs/receipts.md)
     CONSTRAINT events_pkey PRIMARY KEY (operation_id, event_id),
     CONSTRAINT events_operation_id_seq_key UNIQUE (operation_id, seq)
 );

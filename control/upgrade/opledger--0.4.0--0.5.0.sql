@@ -220,6 +220,9 @@ COMMENT ON FUNCTION opledger._counts(boolean) IS
 -- existing operation's chain starts at its first event after the update, with no
 -- previous hash, and verify_chain names the seq it starts at; nothing is backfilled,
 -- since hashing old events now would vouch for whatever they hold today.
+-- events.receipt holds the signed receipt covering the event (left out of its hash);
+-- op_purge moves a purged operation's receipts to purged_receipts; the view receipts
+-- shows both.
 -- tools.receipts (register_tool's new last parameter, receipts => ..., NULL: on for
 -- irreversible tools) is set for the irreversible tools already registered, as a new
 -- registration would; operations.receipts is what the operation's tool said when it
@@ -229,7 +232,7 @@ COMMENT ON FUNCTION opledger._counts(boolean) IS
 -- The update makes the first signing key, as CREATE EXTENSION does.
 ALTER TABLE opledger.operations ADD COLUMN chain_head text, ADD COLUMN chain_seq integer,
     ADD COLUMN receipts boolean NOT NULL DEFAULT false;
-ALTER TABLE opledger.events ADD COLUMN hash text;
+ALTER TABLE opledger.events ADD COLUMN hash text, ADD COLUMN receipt text;
 ALTER TABLE opledger.tools ADD COLUMN receipts boolean NOT NULL DEFAULT false;
 UPDATE opledger.tools AS t SET receipts = true
  WHERE t.effect OPERATOR(pg_catalog.=) 'irreversible'::opledger.tool_effect;
@@ -334,7 +337,7 @@ $$;
 -- Receipts (docs/receipts.md): every event carries the hash of its canonical form
 -- chained to the event before it (events.hash, operations.chain_head, both written
 -- by the op_* calls themselves), and a tool registered with receipts gets a signed
--- statement of each approval and final outcome in opledger.receipts.
+-- statement of each approval and final outcome (opledger.receipts).
 
 -- The signing keys' public halves, published: anyone holding a receipt checks it
 -- against these. A reference table under Citus (small, read by key_id).
@@ -358,31 +361,46 @@ CREATE TABLE opledger.receipt_signing_keys (
 COMMENT ON TABLE opledger.receipt_signing_keys IS
     'Private Ed25519 receipt keys: readable by the extension owner only';
 
--- Receipts, keyed by operation like the events (co-located under Citus): one per
--- approval or final outcome of an operation whose tool asks for receipts; seq is
--- the event the receipt covers (its chain head is that event's hash).
-CREATE TABLE opledger.receipts (
+-- Receipts are stored in the row of the event each covers (opledger.events.receipt,
+-- the exact bytes signed, as text): issuing one writes no row of its own. A purge
+-- deletes the events and moves their receipts here first, so that they stay. Keyed
+-- by operation like the events (co-located under Citus).
+CREATE TABLE opledger.purged_receipts (
     operation_id  text NOT NULL,
     seq           integer NOT NULL,
     kind          text NOT NULL,        -- approved | succeeded | failed | resolved
-    receipt       jsonb NOT NULL,       -- the signed statement (docs/receipts.md)
+    receipt       text NOT NULL,        -- the signed statement, as events.receipt held it
     issued_at     timestamptz NOT NULL,
     tenant        text NOT NULL DEFAULT '',
-    CONSTRAINT receipts_pkey PRIMARY KEY (operation_id, seq)
+    CONSTRAINT purged_receipts_pkey PRIMARY KEY (operation_id, seq)
 );
-COMMENT ON TABLE opledger.receipts IS
-    'Signed receipts of approvals and outcomes (tools registered with receipts); op_purge keeps them';
+COMMENT ON TABLE opledger.purged_receipts IS
+    'Receipts of purged operations, moved from their events by op_purge (opledger.receipts shows them with the others)';
+
+-- Every receipt: those in the events' rows, and those kept from purged operations.
+-- The caller's own rights and row-level security apply (security_invoker): a role sees
+-- the receipts of the events and purged receipts it may read.
+CREATE VIEW opledger.receipts WITH (security_invoker = true, security_barrier = true) AS
+    SELECT e.operation_id, e.seq, (e.receipt::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) 'kind' AS kind,
+           e.receipt::pg_catalog.jsonb AS receipt, e.at AS issued_at, e.tenant
+      FROM opledger.events AS e WHERE e.receipt IS NOT NULL
+    UNION ALL
+    SELECT p.operation_id, p.seq, p.kind, p.receipt::pg_catalog.jsonb, p.issued_at, p.tenant
+      FROM opledger.purged_receipts AS p;
+COMMENT ON VIEW opledger.receipts IS
+    'Signed receipts of approvals and outcomes (tools registered with receipts), purged operations'' included';
 
 ALTER TABLE opledger.receipt_keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE opledger.receipt_signing_keys ENABLE ROW LEVEL SECURITY;
-ALTER TABLE opledger.receipts ENABLE ROW LEVEL SECURITY;
+ALTER TABLE opledger.purged_receipts ENABLE ROW LEVEL SECURITY;
 CREATE POLICY published ON opledger.receipt_keys FOR SELECT USING (true);
-CREATE POLICY tenant_scope ON opledger.receipts FOR SELECT
+CREATE POLICY tenant_scope ON opledger.purged_receipts FOR SELECT
     USING (opledger._sees_tenant(tenant));
-REVOKE ALL ON opledger.receipt_keys, opledger.receipt_signing_keys, opledger.receipts FROM PUBLIC;
+REVOKE ALL ON opledger.receipt_keys, opledger.receipt_signing_keys, opledger.purged_receipts, opledger.receipts
+    FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('opledger.receipt_signing_keys', '');
-SELECT pg_catalog.pg_extension_config_dump('opledger.receipts', '');
+SELECT pg_catalog.pg_extension_config_dump('opledger.purged_receipts', '');
 
 CREATE FUNCTION opledger._ed25519_keypair(OUT private_key bytea, OUT public_key text)
     LANGUAGE c VOLATILE STRICT PARALLEL SAFE
@@ -583,10 +601,10 @@ BEGIN
        AND e.seq OPERATOR(pg_catalog.=) (r ->> 'seq')::integer;
     IF NOT FOUND THEN
         IF op.purged THEN
-            IF EXISTS (SELECT FROM opledger.receipts AS k
+            IF EXISTS (SELECT FROM opledger.purged_receipts AS k
                         WHERE k.operation_id OPERATOR(pg_catalog.=) (r ->> 'operation_id')
                           AND k.seq OPERATOR(pg_catalog.=) (r ->> 'seq')::integer
-                          AND k.receipt OPERATOR(pg_catalog.=) r) THEN
+                          AND k.receipt::jsonb OPERATOR(pg_catalog.=) r) THEN
                 RETURN QUERY SELECT true, 'the operation was purged (its events are gone); the receipt is the one the ledger issued';
             ELSE
                 RETURN QUERY SELECT false, 'the operation was purged and the ledger issued no such receipt';
@@ -670,7 +688,11 @@ BEGIN
     GRANT EXECUTE ON FUNCTION opledger.receipt_public_keys() TO opledger_agent;
     GRANT SELECT ON opledger.receipt_keys
         TO opledger_agent, opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
-    GRANT SELECT ON opledger.receipts TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
+    GRANT SELECT ON opledger.receipts, opledger.purged_receipts
+    TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;
+    -- The view runs with its reader's rights: the dashboard, which reads some of the
+    -- events' columns, reads their receipts too (fingerprints, no payload).
+    GRANT SELECT (receipt) ON opledger.events TO opledger_dashboard;
     GRANT EXECUTE ON FUNCTION opledger.create_receipt_key(), opledger.retire_receipt_key() TO opledger_admin;
     GRANT EXECUTE ON FUNCTION opledger.verify_receipt(jsonb, text), opledger.receipt_evidence(text)
     TO opledger_reconciler, opledger_approver, opledger_admin, opledger_dashboard;

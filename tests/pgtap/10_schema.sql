@@ -20,7 +20,7 @@ SELECT col_is_pk('opledger', 'events', ARRAY['operation_id', 'event_id'], 'event
 SELECT col_is_pk('opledger', 'tools', 'tool', 'tools keyed by tool');
 SELECT columns_are('opledger', 'events',
     ARRAY['operation_id', 'event_id', 'at', 'kind', 'decision', 'status_before', 'status_after', 'attempt', 'worker',
-          'provider_ref', 'detail', 'seq', 'role', 'tenant', 'login', 'hash'], 'events columns');
+          'provider_ref', 'detail', 'seq', 'role', 'tenant', 'login', 'hash', 'receipt'], 'events columns');
 SELECT has_column('opledger', 'operations', c, 'operations.' || c)
   FROM unnest(ARRAY['conversation_id', 'tool', 'args', 'args_hash', 'fingerprint_alg', 'status', 'attempt', 'lease_owner',
                     'lease_expires_at', 'result', 'error', 'provider_ref', 'created_at', 'updated_at', 'finished_at']) AS c;
@@ -44,7 +44,7 @@ SELECT is((SELECT string_agg(indexrelid::regclass::text, ',' ORDER BY indexrelid
 SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text) FROM pg_extension e, unnest(e.extconfig) AS c
             WHERE e.extname = 'opledger'),
           ARRAY['opledger.counter_deltas', 'opledger.counter_deltas_delta_id_seq', 'opledger.counters', 'opledger.counters_slot_seq', 'opledger.events', 'opledger.events_event_id_seq', 'opledger.hmac_key', 'opledger.operations',
-                'opledger.receipt_keys', 'opledger.receipt_signing_keys', 'opledger.receipts',
+                'opledger.purged_receipts', 'opledger.receipt_keys', 'opledger.receipt_signing_keys',
                 'opledger.role_tenants', 'opledger.tools'],
           'pg_extension_config_dump marks every table and the sequence');
 -- Nothing created outside the extension: every object in the schema belongs to it

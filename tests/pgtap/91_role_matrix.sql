@@ -140,6 +140,7 @@ INSERT INTO rel_matrix VALUES
     ('receipt_signing_keys', true, ''),    -- private keys: the owner only
     ('receipt_keys',       true,  'agent,reconciler,approver,dashboard,admin'),
     ('receipts',           true,  'reconciler,approver,dashboard,admin'),
+    ('purged_receipts',    true,  'reconciler,approver,dashboard,admin'),
     ('unknown_operations', true,  'reconciler,dashboard,admin'),
     ('metrics',            true,  'dashboard,admin'),
     ('tool_stats',         true,  'dashboard,admin'),

@@ -183,5 +183,35 @@ TEST(Receipt, SignedReceiptVerifiesAndAnyChangedFactDoesNot) {
     EXPECT_FALSE(ed25519_verify(pair.public_key, receipt_canonical(receipt_members(other)), *sig));
 }
 
+// signed_receipt writes the receipt in one pass in a fixed member order; the sorting
+// reference (receipt_canonical) must give the same bytes, with every optional fact
+// present or absent and with texts that need escaping.
+TEST(Receipt, OnePassTextEqualsTheSortedMembersWithTheSignature) {
+    const Ed25519KeyPair pair = ed25519_generate();
+    ReceiptFacts bare = sample_facts();
+    bare.outcome_fingerprint.reset();
+    bare.attempt.reset();
+    bare.approved_by.reset();
+    bare.resolved_by.reset();
+    bare.approved_at.reset();
+    bare.finished_at.reset();
+    ReceiptFacts full = sample_facts();
+    full.resolved_by = "r\u00e9solveur \"x\"";
+    full.approved_at = 1700000000123456LL;
+    full.tenant = "t\n\u2028";
+    full.operation_id = "op/\x01";
+    for (const ReceiptFacts& f : {sample_facts(), bare, full}) {
+        const std::string receipt = signed_receipt(f, pair.private_key);
+        ReceiptMembers members = receipt_members(f);
+        const std::string unsigned_text = receipt_canonical(members);
+        const std::optional<std::string> sig = base64url_decode(
+            receipt.substr(receipt.find(R"("signature":")") + 13, 86));
+        ASSERT_TRUE(sig.has_value());
+        EXPECT_TRUE(ed25519_verify(pair.public_key, unsigned_text, *sig));
+        members.emplace_back("signature", canonical_string(base64url_encode(*sig)));
+        EXPECT_EQ(receipt, receipt_canonical(members));
+    }
+}
+
 }  // namespace
 }  // namespace opledger::core::test

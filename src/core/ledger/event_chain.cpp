@@ -175,41 +175,97 @@ std::string utc_time(long long unix_micros) {
 
 namespace {
 
-std::string canonical_optional(const std::optional<std::string>& value) {
-    return value ? canonical_string(*value) : std::string("null");
+// The receipt's members but its signature, in canonical order (by name; the names
+// are ASCII, where UTF-16 order is byte order), each handed to the visitor as a name
+// and a value: a string, a whole number or null. The one list of what a receipt
+// states; `signature` says where the signature member goes (between "seq" and
+// "status"). The unit tests check that receipt_canonical, which sorts, gives the same
+// bytes.
+template <class Visitor>
+void visit_receipt(const ReceiptFacts& f, Visitor&& v) {
+    auto time = [&](std::string_view name, const std::optional<long long>& micros) {
+        if (micros) v.text(name, utc_time(*micros));
+        else v.null(name);
+    };
+    auto optional = [&](std::string_view name, const std::optional<std::string>& text) {
+        if (text) v.text(name, *text);
+        else v.null(name);
+    };
+    time("approved_at", f.approved_at);
+    optional("approved_by", f.approved_by);
+    v.text("args_fingerprint", f.args_fingerprint);
+    v.text("at", utc_time(f.at));
+    if (f.attempt) v.integer("attempt", *f.attempt);
+    else v.null("attempt");
+    v.text("chain_head", f.chain_head);
+    v.text("fingerprint_alg", f.fingerprint_alg);
+    time("finished_at", f.finished_at);
+    v.text("key_id", f.key_id);
+    v.text("kind", f.kind);
+    v.text("operation_id", f.operation_id);
+    optional("outcome_fingerprint", f.outcome_fingerprint);
+    optional("resolved_by", f.resolved_by);
+    v.integer("seq", f.seq);
+    v.signature();
+    v.text("status", f.status);
+    v.text("tenant", f.tenant);
+    v.text("tool", f.tool);
+    v.integer("v", kReceiptVersion);
+}
+
+// Collects the members as receipt_canonical takes them.
+struct MemberList {
+    ReceiptMembers members;
+    void text(std::string_view name, std::string_view value) { members.emplace_back(name, canonical_string(value)); }
+    void integer(std::string_view name, long long value) { members.emplace_back(name, std::to_string(value)); }
+    void null(std::string_view name) { members.emplace_back(name, "null"); }
+    void signature() {}
+};
+
+// Writes the canonical text straight into one stream, with the signature member
+// (base64url) when given.
+struct ReceiptWriter {
+    CanonicalStream& stream;
+    const std::string* signature_text;
+    void text(std::string_view name, std::string_view value) {
+        stream.name(name);
+        stream.string(value);
+    }
+    void integer(std::string_view name, long long value) {
+        stream.name(name);
+        stream.number(std::to_string(value));
+    }
+    void null(std::string_view name) {
+        stream.name(name);
+        stream.null();
+    }
+    void signature() {
+        if (signature_text) text("signature", *signature_text);
+    }
+};
+
+std::string receipt_text(const ReceiptFacts& facts, const std::string* signature) {
+    std::string out;
+    CanonicalStream stream(out);
+    stream.begin_object();
+    visit_receipt(facts, ReceiptWriter{stream, signature});
+    stream.end_object();
+    stream.finish();
+    return out;
 }
 
 }  // namespace
 
 ReceiptMembers receipt_members(const ReceiptFacts& f) {
-    ReceiptMembers m;
-    m.reserve(18);
-    m.emplace_back("v", std::to_string(kReceiptVersion));
-    m.emplace_back("kind", canonical_string(f.kind));
-    m.emplace_back("operation_id", canonical_string(f.operation_id));
-    m.emplace_back("tenant", canonical_string(f.tenant));
-    m.emplace_back("tool", canonical_string(f.tool));
-    m.emplace_back("status", canonical_string(f.status));
-    m.emplace_back("fingerprint_alg", canonical_string(f.fingerprint_alg));
-    m.emplace_back("args_fingerprint", canonical_string(f.args_fingerprint));
-    m.emplace_back("outcome_fingerprint", canonical_optional(f.outcome_fingerprint));
-    m.emplace_back("attempt", f.attempt ? std::to_string(*f.attempt) : std::string("null"));
-    m.emplace_back("approved_by", canonical_optional(f.approved_by));
-    m.emplace_back("resolved_by", canonical_optional(f.resolved_by));
-    m.emplace_back("at", canonical_string(utc_time(f.at)));
-    m.emplace_back("approved_at", f.approved_at ? canonical_string(utc_time(*f.approved_at)) : std::string("null"));
-    m.emplace_back("finished_at", f.finished_at ? canonical_string(utc_time(*f.finished_at)) : std::string("null"));
-    m.emplace_back("seq", std::to_string(f.seq));
-    m.emplace_back("chain_head", canonical_string(f.chain_head));
-    m.emplace_back("key_id", canonical_string(f.key_id));
-    return m;
+    MemberList list;
+    list.members.reserve(18);
+    visit_receipt(f, list);
+    return std::move(list.members);
 }
 
 std::string signed_receipt(const ReceiptFacts& facts, std::string_view private_key) {
-    ReceiptMembers members = receipt_members(facts);
-    const std::string signature = ed25519_sign(private_key, receipt_canonical(members));
-    members.emplace_back("signature", canonical_string(base64url_encode(signature)));
-    return receipt_canonical(std::move(members));
+    const std::string signature = base64url_encode(ed25519_sign(private_key, receipt_text(facts, nullptr)));
+    return receipt_text(facts, &signature);
 }
 
 Ed25519KeyPair ed25519_generate() {
@@ -239,30 +295,38 @@ namespace {
 // private one when it loads a key (a scalar multiplication as costly as the signature
 // itself), and a backend signs its receipts with the same key until it is rotated.
 // Compared by its bytes on every call, so a rotated key is loaded at its first use.
+// With it, a signing context set up for it once: setting one up looks the algorithm
+// up among OpenSSL's providers, and a copy of the prepared one skips that.
 struct CachedSigningKey {
     std::string private_key;
     Pkey key;
+    detail::DigestContext prepared;
 };
 
-EVP_PKEY* signing_key(std::string_view private_key) {
+const CachedSigningKey& signing_key(std::string_view private_key) {
     static CachedSigningKey cached;
-    if (cached.key && cached.private_key == private_key) return cached.key.get();
+    if (cached.key && cached.private_key == private_key) return cached;
+    cached = CachedSigningKey{};
     Pkey key(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
                                           reinterpret_cast<const unsigned char*>(private_key.data()), 32));
     if (!key) detail::throw_openssl_error("EVP_PKEY_new_raw_private_key");
+    detail::DigestContext prepared(EVP_MD_CTX_new());
+    if (!prepared || EVP_DigestSignInit(prepared.get(), nullptr, nullptr, nullptr, key.get()) != 1)
+        detail::throw_openssl_error("EVP_DigestSignInit");
     cached.key = std::move(key);
+    cached.prepared = std::move(prepared);
     cached.private_key.assign(private_key.data(), private_key.size());
-    return cached.key.get();
+    return cached;
 }
 
 }  // namespace
 
 std::string ed25519_sign(std::string_view private_key, std::string_view message) {
     if (private_key.size() != 32) throw std::runtime_error("an Ed25519 private key has 32 bytes");
-    EVP_PKEY* key = signing_key(private_key);
+    const CachedSigningKey& key = signing_key(private_key);
     const detail::DigestContext context(EVP_MD_CTX_new());
-    if (!context || EVP_DigestSignInit(context.get(), nullptr, nullptr, nullptr, key) != 1)
-        detail::throw_openssl_error("EVP_DigestSignInit");
+    if (!context || EVP_MD_CTX_copy_ex(context.get(), key.prepared.get()) != 1)
+        detail::throw_openssl_error("EVP_MD_CTX_copy_ex");
     std::string signature(64, '\0');
     std::size_t length = signature.size();
     if (EVP_DigestSign(context.get(), reinterpret_cast<unsigned char*>(signature.data()), &length,

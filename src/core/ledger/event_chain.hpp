@@ -92,7 +92,8 @@ inline constexpr int kReceiptVersion = 1;
 // JsonError when a text is not valid UTF-8.
 ReceiptMembers receipt_members(const ReceiptFacts& facts);
 // The receipt as stored and handed out: receipt_members plus "signature", the
-// base64url Ed25519 signature of receipt_canonical(receipt_members(facts)); RFC 8785 text.
+// base64url Ed25519 signature of receipt_canonical(receipt_members(facts)); RFC 8785 text,
+// written in one pass (the same bytes: tests/unit/event_chain_test.cpp).
 std::string signed_receipt(const ReceiptFacts& facts, std::string_view private_key);
 
 // Ed25519 (RFC 8032) through OpenSSL 3. Keys are the raw 32-byte forms.

@@ -250,8 +250,7 @@ std::string chain_hash(const Datum* values, const char* nulls, const std::option
     return chain::event_hash(chain_event(values, nulls, texts), view(prev));
 }
 
-void issue_receipt(const OperationRow& row, const sm::Transition& t, const std::vector<OperationRow::EventRow>& events,
-                   sm::Status before) {
+const char* receipt_kind(const sm::Transition& t, sm::Status before) {
     const char* kind = nullptr;
     for (const sm::Event& e : t.events) {
         if (e.kind == "approve") kind = "approved";
@@ -260,23 +259,50 @@ void issue_receipt(const OperationRow& row, const sm::Transition& t, const std::
     const sm::Status after = t.after.status;
     if (!kind && after != before && (after == sm::Status::succeeded || after == sm::Status::failed))
         kind = sm::status_name(after);
-    if (!kind) return;
+    return kind;
+}
 
+namespace {
+
+// The signing key this backend signed with last. Kept so that a receipt costs no read
+// of the keys: the transition's UPDATE checks in the same statement that the key is
+// still in use (update_operation), and a retired one is replaced by the key read anew.
+// A key_id names its public key (a hash of it), so the private half of an ID never
+// changes.
+struct SigningKey {
+    std::string key_id;
+    std::string private_key;
+};
+std::optional<SigningKey> kept_key;
+
+SigningKey key_in_use() {
     execute(PlanId::receipt_key, nullptr, nullptr, 1);
     if (SPI_processed != 1)
         throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "opledger: no receipt signing key is in use",
                        "The operation's tool asks for receipts, and every signing key is retired; nothing was recorded.",
                        "An admin makes one with opledger.create_receipt_key(); then call again.");
     bool null = false;
-    chain::ReceiptFacts f;
-    f.key_id = text_to_string(column(SPI_tuptable, 0, 0, &null));
-    const std::string private_key = bytea_to_string(column(SPI_tuptable, 0, 1, &null));
+    SigningKey key;
+    key.key_id = text_to_string(column(SPI_tuptable, 0, 0, &null));
+    key.private_key = bytea_to_string(column(SPI_tuptable, 0, 1, &null));
+    return key;
+}
 
-    const OperationRow::EventRow& last = events.back();
+}  // namespace
+
+SignedReceipt sign_receipt(const OperationRow& row, const sm::Transition& t, const OperationRow::EventRow& last,
+                           const char* kind, KeySource source) {
+    if (source == KeySource::read_now || !kept_key) {
+        kept_key.reset();
+        kept_key = key_in_use();
+    }
+    chain::ReceiptFacts f;
+    f.key_id = kept_key->key_id;
     f.kind = kind;
     f.operation_id = text_to_string(row.operation_id.datum);
     f.tenant = row.tenant;
     f.tool = row.tool;
+    const sm::Status after = t.after.status;
     f.status = sm::status_name(after);
     f.fingerprint_alg = row.fingerprint_alg;
     f.args_fingerprint = chain::to_hex(row.args_hash);
@@ -295,15 +321,10 @@ void issue_receipt(const OperationRow& row, const sm::Transition& t, const std::
     if (t.after.finished_at) f.finished_at = *t.after.finished_at + kUnixToPostgresMicros;
     f.seq = DatumGetInt32(last.values[ec_seq]);
     f.chain_head = text_to_string(last.values[ec_hash]);
-    const std::string receipt = chain::signed_receipt(f, private_key);
-
-    Datum values[6] = {row.operation_id.datum,
-                       last.values[ec_seq],
-                       string_to_text(kind),
-                       json_text_to_jsonb(receipt.c_str()),
-                       last.values[ec_at],
-                       string_to_text(row.tenant)};
-    execute(PlanId::insert_receipt, values, nullptr, 0);
+    SignedReceipt out;
+    out.text = string_to_text(chain::signed_receipt(f, kept_key->private_key));
+    out.key_id = string_to_text(kept_key->key_id);
+    return out;
 }
 
 namespace {

@@ -14,12 +14,29 @@ namespace opledger::pg::ledger {
 // to prev (core/ledger/event_chain.hpp decides the bytes).
 std::string chain_hash(const Datum* values, const char* nulls, const std::optional<std::string>& prev);
 
-// After a transition of an operation whose tool asks for receipts (row as written,
-// events as hashed): when it approved the operation, resolved it or brought it to
-// succeeded or failed, signs a receipt covering its last event with the key in use
-// and inserts it into opledger.receipts. Raises 55000 when no key is in use, which
-// undoes the whole call (docs/receipts.md, "No key in use").
-void issue_receipt(const OperationRow& row, const sm::Transition& t, const std::vector<OperationRow::EventRow>& events,
-                   sm::Status before);
+// The receipt a transition of an operation whose tool asks for receipts issues:
+// "approved" or "resolved" when it approved or resolved the operation, "succeeded" or
+// "failed" when it brought it there; nullptr when none (docs/receipts.md).
+const char* receipt_kind(const sm::Transition& t, sm::Status before);
+
+// Which signing key sign_receipt uses: the one this backend signed with last (read
+// once, then kept), or the key in use read now (after the transition's UPDATE found
+// the kept key retired, and where no UPDATE checks it).
+enum class KeySource { kept, read_now };
+
+// A signed receipt as opledger.events.receipt stores it (text: the exact bytes signed
+// and the signature, in canonical form), and the ID of the key that signed it.
+struct SignedReceipt {
+    Datum text = 0;
+    Datum key_id = 0;
+};
+
+// Signs the receipt of kind `kind` of a transition (row as after it, `last` its last
+// event, hashed) covering that event. The caller stores it in that event's row and
+// checks that the key is still in use with the row's UPDATE (update_operation). Raises
+// 55000 when no key is in use, which undoes the whole call (docs/receipts.md, "No key
+// in use").
+SignedReceipt sign_receipt(const OperationRow& row, const sm::Transition& t, const OperationRow::EventRow& last,
+                           const char* kind, KeySource source);
 
 }  // namespace opledger::pg::ledger

@@ -42,6 +42,7 @@ enum class PlanId : int {
     insert_operation_returning,  // the same, RETURNING it (a trigger may change it)
     insert_event,      // one audit-trail row
     insert_first_event,  // a new operation's first event, unless its seq is taken (ON CONFLICT DO NOTHING)
+    insert_event_with_receipt,  // an event and the receipt that covers it
     insert_deltas,     // one call's counts (opledger.counter_deltas)
     fold_deltas,       // remove up to $1 deltas, summed per tool (op_sweep)
     fold_window,       // remove the deltas with ids in ($1, $2], summed per tool
@@ -61,7 +62,7 @@ enum class PlanId : int {
     lock_purge_candidate,  // one operation if still purgeable at $2 (tenant $4 unless $3), FOR UPDATE SKIP LOCKED
     delete_events,     // the audit trail of one operation (a purge)
     receipt_key,       // the receipt signing key in use (tools with receipts only)
-    insert_receipt,    // one signed receipt (tools with receipts only)
+    keep_purged_receipts,  // a purged operation's receipts, copied from its events
     chain_row,         // an operation's tenant and chain head (verify_chain)
     chain_events,      // an operation's events in seq order, as hashed (verify_chain)
     events_tenant,     // the tenant of an operation's events (verify_chain, its row gone)
@@ -83,7 +84,9 @@ struct ColumnSet {
 // that names only what changed builds a smaller plan each time it runs. One saved
 // plan per shape; past kMaxUpdateShapes, a new shape runs as the statement that
 // writes every column.
-int execute_update(ColumnSet columns, bool returning, const Datum* values, const char* nulls);
+// With receipt_key_check, the row is updated only while the key op_receipt_key is in
+// use; the result says how many rows were updated (SPI_processed).
+int execute_update(ColumnSet columns, bool returning, bool receipt_key_check, const Datum* values, const char* nulls);
 inline constexpr int kMaxUpdateShapes = 48;
 
 // A column of the current SPI_tuptable row.

@@ -93,6 +93,8 @@ struct OperationParams {
     std::array<Datum, kOperationParams> values{};
     std::array<char, kOperationParams> nulls{};
 
+    OperationParams() { nulls[op_receipt_key] = 'n'; }  // set only when a receipt's key is checked
+
     void set(int position, const Value& v) {
         values[position] = v.null ? 0 : v.datum;
         nulls[position] = v.null ? 'n' : ' ';
@@ -279,9 +281,17 @@ EventRow event_row(OperationRow& row, int seq, const sm::Event& e, const CallVal
     put(ec_login, call.login);
     std::string hash = chain_hash(r.values.data(), r.nulls.data(), row.chain_head);
     put(ec_hash, Value::of(string_to_text(hash)));
+    put(ec_receipt, Value{});  // the receipt, if one is due, is not part of the hash (put_receipt)
     row.chain_head = std::move(hash);
     row.chain_seq = seq;
     return r;
+}
+
+// The signed receipt covering an event, stored in the event's own row: it quotes the
+// event's hash, which leaves the receipt column out.
+void put_receipt(EventRow& r, Datum receipt) {
+    r.values[ec_receipt] = receipt;
+    r.nulls[ec_receipt] = ' ';
 }
 
 // The rows of a transition's events, seqs from first_seq, chained from row.chain_head.
@@ -297,6 +307,7 @@ std::vector<EventRow> event_rows(OperationRow& row, int first_seq, const std::ve
 // Writes one event; returns whether it was written (insert_first_event writes
 // nothing when the seq is taken).
 bool write_event(const EventRow& r, PlanId plan = PlanId::insert_event) {
+    if (plan == PlanId::insert_event && r.nulls[ec_receipt] != 'n') plan = PlanId::insert_event_with_receipt;
     execute(plan, const_cast<Datum*>(r.values.data()), r.nulls.data(), 0);
     return SPI_processed == 1;
 }
@@ -663,7 +674,10 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
     // A purge keeps the head in the tombstone, so it must be the current one too.
     const bool chain_moves = !t.events.empty() || t.tombstone;
     if (chain_moves) current_chain_head(row);
-    const std::vector<EventRow> events = event_rows(row, row.event_seq + 1, t.events, call, now);
+    std::vector<EventRow> events = event_rows(row, row.event_seq + 1, t.events, call, now);
+    // A receipt is due only for a tool that asked for them: the others read no key and
+    // write nothing more (the flag rides in the row the call already read).
+    const char* receipt = row.receipts && !events.empty() ? receipt_kind(t, before) : nullptr;
     if (t.row_changed) {
         // The row as it is now (its event_seq includes the seqs the lock reserved)...
         OperationParams was;
@@ -700,7 +714,24 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             changed.add(oc_chain_seq);
         }
         const bool returning = return_row == ReturnRow::yes && row_changing_trigger(Write::update);
-        execute_update(changed, returning, p.values.data(), p.nulls.data());
+        if (receipt) {
+            // Signed with the key this backend kept; the UPDATE checks it is still in use.
+            // When it was retired since, the row is left as it was: sign again with the
+            // key in use now, and check that one.
+            for (KeySource source : {KeySource::kept, KeySource::read_now}) {
+                const SignedReceipt signed_one = sign_receipt(row, t, events.back(), receipt, source);
+                put_receipt(events.back(), signed_one.text);
+                p.set(op_receipt_key, Value::of(signed_one.key_id));
+                execute_update(changed, returning, true, p.values.data(), p.nulls.data());
+                if (SPI_processed == 1) break;
+            }
+            if (SPI_processed != 1)
+                throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                               "opledger: the receipt signing key was retired during the call",
+                               "Nothing was recorded.", "Call again: the next call signs with the key in use.");
+        } else {
+            execute_update(changed, returning, false, p.values.data(), p.nulls.data());
+        }
         if (SPI_processed != 1)
             throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the locked operation row was not updated");
         if (returning) {
@@ -715,9 +746,14 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
         }
         if (t.tombstone) {  // and its audit trail with it
             Datum id[1] = {row.operation_id.datum};
+            // The receipts stay: they move to purged_receipts before their events go.
+            execute(PlanId::keep_purged_receipts, id, nullptr, 0);
             execute(PlanId::delete_events, id, nullptr, 0);
         }
     } else {
+        // No UPDATE to check a kept key with: the key in use, read now.
+        if (receipt)
+            put_receipt(events.back(), sign_receipt(row, t, events.back(), receipt, KeySource::read_now).text);
         row.event_seq += static_cast<int>(t.events.size());
         if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
             // Nothing else changes: the last seq and the chain head. A replay or an
@@ -729,8 +765,6 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
     }
     row.state = t.after;
     store_events_and_counts(row, events, t, now);
-    // Receipts cost nothing for a tool that did not ask for them: no key read, no row.
-    if (row.receipts && !events.empty()) issue_receipt(row, t, events, before);
     if (ledger_notify && before == sm::Status::pending && row.state.status != sm::Status::pending) notify(row);
     return written;
 }

@@ -94,6 +94,7 @@ const std::array<EventColumnSpec, kEventColumns> kEvents = {{
     {"tenant", TEXTOID, ""},
     {"login", TEXTOID, ""},
     {"hash", TEXTOID, ""},
+    {"receipt", TEXTOID, ""},
 }};
 
 // A count's column (all bigint), by its position in OPLEDGER_METRICS.
@@ -146,7 +147,7 @@ StatementText insert_operation(bool returning) {
 
 }  // namespace
 
-StatementText update_operation(ColumnSet columns, bool returning) {
+StatementText update_operation(ColumnSet columns, bool returning, bool receipt_key_check) {
     std::string set;
     for (int i = 0; i < kOperationColumns; ++i) {
         const OperationColumnSpec& c = kOperations[i];
@@ -161,9 +162,18 @@ StatementText update_operation(ColumnSet columns, bool returning) {
             set += "purged_at = CASE WHEN " + param(i) + " THEN COALESCE(o.purged_at, " + param(op_now) + ") END, ";
     }
     set += "updated_at = " + param(op_now);
+    // receipt_keys is a reference table under Citus: the check reads the node's copy.
+    const std::string key_check =
+        receipt_key_check ? " AND EXISTS (SELECT FROM opledger.receipt_keys AS k WHERE k.key_id OPERATOR(pg_catalog.=) " +
+                                param(op_receipt_key) + " AND k.retired_at IS NULL)"
+                          : "";
+    // Only the checking UPDATE declares op_receipt_key: a parameter costs each call that
+    // passes it, and the others leave it out.
+    std::vector<Oid> types = operation_param_types();
+    if (receipt_key_check) types.push_back(TEXTOID);
     return {"UPDATE opledger.operations AS o SET " + set + " WHERE o.operation_id OPERATOR(pg_catalog.=) " +
-                param(oc_operation_id) + (returning ? " RETURNING o.*" : ""),
-            operation_param_types()};
+                param(oc_operation_id) + key_check + (returning ? " RETURNING o.*" : ""),
+            std::move(types)};
 }
 
 ColumnSet transition_columns() {
@@ -197,10 +207,13 @@ int written_column_index(const char* name) {
 
 namespace {
 
-StatementText insert_event(const char* on_conflict = "") {
+// An event's INSERT; the receipt column only in the statement of an event that carries
+// one (insert_event_with_receipt), so the others pass no parameter for it.
+StatementText insert_event(const char* on_conflict = "", bool with_receipt = false) {
     std::string columns, values;
     std::vector<Oid> types;
     for (int i = 0; i < kEventColumns; ++i) {
+        if (i == ec_receipt && !with_receipt) continue;
         if (i > 0) {
             columns += ", ";
             values += ", ";
@@ -309,6 +322,8 @@ StatementText statement_text(PlanId id) {
             return insert_event();
         case PlanId::insert_first_event:
             return insert_event(" ON CONFLICT (operation_id, seq) DO NOTHING");
+        case PlanId::insert_event_with_receipt:
+            return insert_event("", true);
         case PlanId::insert_deltas:
             return insert_deltas();
         case PlanId::fold_deltas:
@@ -423,10 +438,13 @@ StatementText statement_text(PlanId id) {
                     "JOIN opledger.receipt_signing_keys AS s ON s.key_id OPERATOR(pg_catalog.=) k.key_id "
                     "WHERE k.retired_at IS NULL ORDER BY k.created_at DESC LIMIT 1",
                     {}};
-        case PlanId::insert_receipt:
-            return {"INSERT INTO opledger.receipts (operation_id, seq, kind, receipt, issued_at, tenant) "
-                    "VALUES ($1, $2, $3, $4, $5, $6)",
-                    {TEXTOID, INT4OID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TEXTOID}};
+        case PlanId::keep_purged_receipts:
+            // The same distribution key on both sides: under Citus, one shard's statement.
+            return {"INSERT INTO opledger.purged_receipts (operation_id, seq, kind, receipt, issued_at, tenant) "
+                    "SELECT e.operation_id, e.seq, (e.receipt::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) 'kind', "
+                    "e.receipt, e.at, e.tenant FROM opledger.events AS e "
+                    "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 AND e.receipt IS NOT NULL",
+                    {TEXTOID}};
         case PlanId::chain_row:
             return {"SELECT o.tenant, o.chain_head, o.purged, o.chain_seq, o.event_seq FROM opledger.operations AS o "
                     "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",
@@ -435,7 +453,7 @@ StatementText statement_text(PlanId id) {
             // The columns in EventColumn order (chain_event reads them by position).
             return {"SELECT e.operation_id, e.at, e.kind, e.decision, e.status_before::pg_catalog.text, "
                     "e.status_after::pg_catalog.text, e.attempt, e.worker, e.provider_ref, e.detail, e.seq, e.role, "
-                    "e.tenant, e.login, e.hash FROM opledger.events AS e "
+                    "e.tenant, e.login, e.hash, e.receipt FROM opledger.events AS e "
                     "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 ORDER BY e.seq",
                     {TEXTOID}};
         case PlanId::events_tenant:

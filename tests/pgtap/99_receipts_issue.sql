@@ -170,7 +170,8 @@ SELECT is((SELECT receipt ->> 'key_id' FROM opledger.receipts WHERE operation_id
           (SELECT key_id FROM opledger.receipt_keys WHERE retired_at IS NULL), 'new receipts are signed with the new key');
 SELECT is(pg_temp.check('ry6'), 'valid', 'and verify (this backend had kept the retired key: the call signed again)');
 -- The backend keeps the key it signed with last; a key retired since (here by this
--- session, in other tests by another one) is found by the transition's UPDATE.
+-- session, in ledger_receipt_key_rotation.spec by another one) is found retired and
+-- replaced by the key in use.
 SELECT opledger.create_receipt_key();
 SELECT opledger.op_begin('ry6b', 'rx_irrev', '{"n":61}');
 SELECT opledger.op_approve('ry6b', 'alice');

@@ -264,11 +264,10 @@ const char* receipt_kind(const sm::Transition& t, sm::Status before) {
 
 namespace {
 
-// The signing key this backend signed with last. Kept so that a receipt costs no read
-// of the keys: the transition's UPDATE checks in the same statement that the key is
-// still in use (update_operation), and a retired one is replaced by the key read anew.
-// A key_id names its public key (a hash of it), so the private half of an ID never
-// changes.
+// The signing key this backend signed with last. Kept so that a receipt reads no
+// private key: checking that the kept key is still in use (not retired) is one indexed
+// read of receipt_keys, and a retired one is replaced by the key read anew. A key_id
+// names its public key (a hash of it), so the private half of an ID never changes.
 struct SigningKey {
     std::string key_id;
     std::string private_key;
@@ -288,11 +287,17 @@ SigningKey key_in_use() {
     return key;
 }
 
+bool still_in_use(const SigningKey& key) {
+    Datum key_id[1] = {string_to_text(key.key_id)};
+    execute(PlanId::receipt_key_in_use, key_id, nullptr, 1);
+    return SPI_processed == 1;
+}
+
 }  // namespace
 
-SignedReceipt sign_receipt(const OperationRow& row, const sm::Transition& t, const OperationRow::EventRow& last,
-                           const char* kind, KeySource source) {
-    if (source == KeySource::read_now || !kept_key) {
+Datum sign_receipt(const OperationRow& row, const sm::Transition& t, const OperationRow::EventRow& last,
+                   const char* kind) {
+    if (!kept_key || !still_in_use(*kept_key)) {
         kept_key.reset();
         kept_key = key_in_use();
     }
@@ -321,10 +326,7 @@ SignedReceipt sign_receipt(const OperationRow& row, const sm::Transition& t, con
     if (t.after.finished_at) f.finished_at = *t.after.finished_at + kUnixToPostgresMicros;
     f.seq = DatumGetInt32(last.values[ec_seq]);
     f.chain_head = text_to_string(last.values[ec_hash]);
-    SignedReceipt out;
-    out.text = string_to_text(chain::signed_receipt(f, kept_key->private_key));
-    out.key_id = string_to_text(kept_key->key_id);
-    return out;
+    return string_to_text(chain::signed_receipt(f, kept_key->private_key));
 }
 
 namespace {

@@ -19,24 +19,13 @@ std::string chain_hash(const Datum* values, const char* nulls, const std::option
 // "failed" when it brought it there; nullptr when none (docs/receipts.md).
 const char* receipt_kind(const sm::Transition& t, sm::Status before);
 
-// Which signing key sign_receipt uses: the one this backend signed with last (read
-// once, then kept), or the key in use read now (after the transition's UPDATE found
-// the kept key retired, and where no UPDATE checks it).
-enum class KeySource { kept, read_now };
-
-// A signed receipt as opledger.events.receipt stores it (text: the exact bytes signed
-// and the signature, in canonical form), and the ID of the key that signed it.
-struct SignedReceipt {
-    Datum text = 0;
-    Datum key_id = 0;
-};
-
 // Signs the receipt of kind `kind` of a transition (row as after it, `last` its last
-// event, hashed) covering that event. The caller stores it in that event's row and
-// checks that the key is still in use with the row's UPDATE (update_operation). Raises
-// 55000 when no key is in use, which undoes the whole call (docs/receipts.md, "No key
-// in use").
-SignedReceipt sign_receipt(const OperationRow& row, const sm::Transition& t, const OperationRow::EventRow& last,
-                           const char* kind, KeySource source);
+// event, hashed) covering that event, and returns it as opledger.events.receipt stores
+// it (text: the exact bytes signed, with the signature, in canonical form). The key is
+// the one this backend signed with last while it is still in use (one indexed read
+// checks that), else the key in use read now. Raises 55000 when no key is in use,
+// which undoes the whole call (docs/receipts.md, "No key in use").
+Datum sign_receipt(const OperationRow& row, const sm::Transition& t, const OperationRow::EventRow& last,
+                   const char* kind);
 
 }  // namespace opledger::pg::ledger

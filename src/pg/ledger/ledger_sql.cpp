@@ -63,27 +63,24 @@ SPIPlanPtr plan_for(PlanId id) {
 struct UpdateShape {
     ColumnSet columns;
     bool returning = false;
-    bool receipt_key_check = false;
     SPIPlanPtr plan = nullptr;
 };
 UpdateShape update_shapes[kMaxUpdateShapes];
 int update_shape_count = 0;
-SPIPlanPtr every_column_plans[2][2] = {};  // [returning][receipt_key_check]
+SPIPlanPtr every_column_plans[2] = {};  // [returning]
 
-SPIPlanPtr update_plan_for(ColumnSet columns, bool returning, bool receipt_key_check) {
+SPIPlanPtr update_plan_for(ColumnSet columns, bool returning) {
     for (int i = 0; i < update_shape_count; ++i) {
         const UpdateShape& shape = update_shapes[i];
-        if (shape.columns.bits == columns.bits && shape.returning == returning &&
-            shape.receipt_key_check == receipt_key_check)
-            return shape.plan;
+        if (shape.columns.bits == columns.bits && shape.returning == returning) return shape.plan;
     }
     if (update_shape_count == kMaxUpdateShapes) {
-        SPIPlanPtr& every = every_column_plans[returning ? 1 : 0][receipt_key_check ? 1 : 0];
-        if (every == nullptr) every = prepare_kept(update_operation(transition_columns(), returning, receipt_key_check));
+        SPIPlanPtr& every = every_column_plans[returning ? 1 : 0];
+        if (every == nullptr) every = prepare_kept(update_operation(transition_columns(), returning));
         return every;
     }
-    SPIPlanPtr plan = prepare_kept(update_operation(columns, returning, receipt_key_check));
-    update_shapes[update_shape_count++] = UpdateShape{columns, returning, receipt_key_check, plan};
+    SPIPlanPtr plan = prepare_kept(update_operation(columns, returning));
+    update_shapes[update_shape_count++] = UpdateShape{columns, returning, plan};
     return plan;
 }
 
@@ -131,8 +128,8 @@ int execute(PlanId id, const Datum* values, const char* nulls, long count) {
     return run_plan(plan_for(id), values, nulls, count);
 }
 
-int execute_update(ColumnSet columns, bool returning, bool receipt_key_check, const Datum* values, const char* nulls) {
-    return run_plan(update_plan_for(columns, returning, receipt_key_check), values, nulls, 0);
+int execute_update(ColumnSet columns, bool returning, const Datum* values, const char* nulls) {
+    return run_plan(update_plan_for(columns, returning), values, nulls, 0);
 }
 
 Datum column(SPITupleTable* table, uint64 row, int column_index_0, bool* is_null) {

@@ -62,6 +62,7 @@ enum class PlanId : int {
     lock_purge_candidate,  // one operation if still purgeable at $2 (tenant $4 unless $3), FOR UPDATE SKIP LOCKED
     delete_events,     // the audit trail of one operation (a purge)
     receipt_key,       // the receipt signing key in use (tools with receipts only)
+    receipt_key_in_use,  // whether key $1 is still in use (not retired)
     keep_purged_receipts,  // a purged operation's receipts, copied from its events
     chain_row,         // an operation's tenant and chain head (verify_chain)
     chain_events,      // an operation's events in seq order, as hashed (verify_chain)
@@ -84,9 +85,7 @@ struct ColumnSet {
 // that names only what changed builds a smaller plan each time it runs. One saved
 // plan per shape; past kMaxUpdateShapes, a new shape runs as the statement that
 // writes every column.
-// With receipt_key_check, the row is updated only while the key op_receipt_key is in
-// use; the result says how many rows were updated (SPI_processed).
-int execute_update(ColumnSet columns, bool returning, bool receipt_key_check, const Datum* values, const char* nulls);
+int execute_update(ColumnSet columns, bool returning, const Datum* values, const char* nulls);
 inline constexpr int kMaxUpdateShapes = 48;
 
 // A column of the current SPI_tuptable row.

@@ -93,7 +93,6 @@ struct OperationParams {
     std::array<Datum, kOperationParams> values{};
     std::array<char, kOperationParams> nulls{};
 
-    OperationParams() { nulls[op_receipt_key] = 'n'; }  // set only when a receipt's key is checked
 
     void set(int position, const Value& v) {
         values[position] = v.null ? 0 : v.datum;
@@ -714,24 +713,7 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             changed.add(oc_chain_seq);
         }
         const bool returning = return_row == ReturnRow::yes && row_changing_trigger(Write::update);
-        if (receipt) {
-            // Signed with the key this backend kept; the UPDATE checks it is still in use.
-            // When it was retired since, the row is left as it was: sign again with the
-            // key in use now, and check that one.
-            for (KeySource source : {KeySource::kept, KeySource::read_now}) {
-                const SignedReceipt signed_one = sign_receipt(row, t, events.back(), receipt, source);
-                put_receipt(events.back(), signed_one.text);
-                p.set(op_receipt_key, Value::of(signed_one.key_id));
-                execute_update(changed, returning, true, p.values.data(), p.nulls.data());
-                if (SPI_processed == 1) break;
-            }
-            if (SPI_processed != 1)
-                throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                               "opledger: the receipt signing key was retired during the call",
-                               "Nothing was recorded.", "Call again: the next call signs with the key in use.");
-        } else {
-            execute_update(changed, returning, false, p.values.data(), p.nulls.data());
-        }
+        execute_update(changed, returning, p.values.data(), p.nulls.data());
         if (SPI_processed != 1)
             throw SqlError(ERRCODE_INTERNAL_ERROR, "opledger: the locked operation row was not updated");
         if (returning) {
@@ -751,9 +733,6 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             execute(PlanId::delete_events, id, nullptr, 0);
         }
     } else {
-        // No UPDATE to check a kept key with: the key in use, read now.
-        if (receipt)
-            put_receipt(events.back(), sign_receipt(row, t, events.back(), receipt, KeySource::read_now).text);
         row.event_seq += static_cast<int>(t.events.size());
         if (static_cast<int>(t.events.size()) > row.seqs_reserved) {
             // Nothing else changes: the last seq and the chain head. A replay or an
@@ -763,6 +742,9 @@ std::optional<WrittenRow> store(OperationRow& row, const sm::Transition& t, cons
             execute(PlanId::bump_event_seq, values, nullptr, 0);
         }
     }
+    // The receipt is signed once the row's payloads are as the transition leaves them,
+    // and stored with the event it covers.
+    if (receipt) put_receipt(events.back(), sign_receipt(row, t, events.back(), receipt));
     row.state = t.after;
     store_events_and_counts(row, events, t, now);
     if (ledger_notify && before == sm::Status::pending && row.state.status != sm::Status::pending) notify(row);

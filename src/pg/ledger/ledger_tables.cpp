@@ -147,7 +147,7 @@ StatementText insert_operation(bool returning) {
 
 }  // namespace
 
-StatementText update_operation(ColumnSet columns, bool returning, bool receipt_key_check) {
+StatementText update_operation(ColumnSet columns, bool returning) {
     std::string set;
     for (int i = 0; i < kOperationColumns; ++i) {
         const OperationColumnSpec& c = kOperations[i];
@@ -162,18 +162,9 @@ StatementText update_operation(ColumnSet columns, bool returning, bool receipt_k
             set += "purged_at = CASE WHEN " + param(i) + " THEN COALESCE(o.purged_at, " + param(op_now) + ") END, ";
     }
     set += "updated_at = " + param(op_now);
-    // receipt_keys is a reference table under Citus: the check reads the node's copy.
-    const std::string key_check =
-        receipt_key_check ? " AND EXISTS (SELECT FROM opledger.receipt_keys AS k WHERE k.key_id OPERATOR(pg_catalog.=) " +
-                                param(op_receipt_key) + " AND k.retired_at IS NULL)"
-                          : "";
-    // Only the checking UPDATE declares op_receipt_key: a parameter costs each call that
-    // passes it, and the others leave it out.
-    std::vector<Oid> types = operation_param_types();
-    if (receipt_key_check) types.push_back(TEXTOID);
     return {"UPDATE opledger.operations AS o SET " + set + " WHERE o.operation_id OPERATOR(pg_catalog.=) " +
-                param(oc_operation_id) + key_check + (returning ? " RETURNING o.*" : ""),
-            std::move(types)};
+                param(oc_operation_id) + (returning ? " RETURNING o.*" : ""),
+            operation_param_types()};
 }
 
 ColumnSet transition_columns() {
@@ -438,13 +429,21 @@ StatementText statement_text(PlanId id) {
                     "JOIN opledger.receipt_signing_keys AS s ON s.key_id OPERATOR(pg_catalog.=) k.key_id "
                     "WHERE k.retired_at IS NULL ORDER BY k.created_at DESC LIMIT 1",
                     {}};
+        case PlanId::receipt_key_in_use:
+            // A statement of its own: Citus refuses, in a delegated call, a write of the
+            // operations that also reads a reference table.
+            return {"SELECT FROM opledger.receipt_keys AS k WHERE k.key_id OPERATOR(pg_catalog.=) $1 "
+                    "AND k.retired_at IS NULL",
+                    {TEXTOID}};
         case PlanId::keep_purged_receipts:
             // The same distribution key on both sides: under Citus, one shard's statement.
             return {"INSERT INTO opledger.purged_receipts (operation_id, seq, kind, receipt, issued_at, tenant) "
                     "SELECT e.operation_id, e.seq, (e.receipt::pg_catalog.jsonb) OPERATOR(pg_catalog.->>) 'kind', "
                     "e.receipt, e.at, e.tenant FROM opledger.events AS e "
                     "WHERE e.operation_id OPERATOR(pg_catalog.=) $1 AND e.receipt IS NOT NULL",
-                    {TEXTOID}};
+                    {TEXTOID},
+                    // Citus plans an INSERT ... SELECT only with its parameter's value.
+                    Planning::custom_multi_shard};
         case PlanId::chain_row:
             return {"SELECT o.tenant, o.chain_head, o.purged, o.chain_seq, o.event_seq FROM opledger.operations AS o "
                     "WHERE o.operation_id OPERATOR(pg_catalog.=) $1",

@@ -27,11 +27,9 @@ enum OperationColumn : int {
 // (read_operation, lock_operation, lock_sweep_candidate, lock_claim_candidate) these two.
 inline constexpr int kSelectCreatedAt = kOperationColumns, kSelectPurgedAt = kOperationColumns + 1;
 
-// The parameters after the columns: the call's time (created_at / updated_at), and the
-// receipt signing key a transition's UPDATE checks is still in use (update_operation).
+// The parameter after the columns: the call's time (created_at / updated_at).
 enum OperationParam : int {
     op_now = kOperationColumns,
-    op_receipt_key,
     kOperationParams
 };
 
@@ -70,11 +68,8 @@ StatementText statement_text(PlanId id);
 
 // The UPDATE of a locked operation that sets `columns` (those a transition may
 // change; the others are left out) and updated_at, with the parameters of
-// insert_operation; RETURNING o.* when `returning`. With `receipt_key_check`, it
-// updates the row only while the receipt signing key op_receipt_key is in use (not
-// retired): a transition whose receipt was signed with the key a backend keeps learns
-// in the same statement whether that key was retired since (ledger_receipts.hpp).
-StatementText update_operation(ColumnSet columns, bool returning, bool receipt_key_check);
+// insert_operation; RETURNING o.* when `returning`.
+StatementText update_operation(ColumnSet columns, bool returning);
 // The columns a transition may change, and those of them that are payloads (result,
 // error, result_fingerprint: changed only when the transition says so).
 ColumnSet transition_columns();

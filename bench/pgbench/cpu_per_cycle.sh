@@ -14,7 +14,8 @@
 # its own instruction set (SHA and the 64-bit multiplications OpenSSL's Ed25519 uses);
 # unlike throughput (run.sh), it does not count time spent waiting for the disk or for
 # other processes. It is still shared with the rest of the machine (caches, clock
-# frequency), so the ratios to the first script, per round, are the figures to read.
+# frequency), so the ratios to the first script, per round, are the figures to read;
+# the last line gives their median.
 set -euo pipefail
 cd "$(dirname "$0")"
 source ../../scripts/cluster.sh

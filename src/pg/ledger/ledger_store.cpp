@@ -93,7 +93,6 @@ struct OperationParams {
     std::array<Datum, kOperationParams> values{};
     std::array<char, kOperationParams> nulls{};
 
-
     void set(int position, const Value& v) {
         values[position] = v.null ? 0 : v.datum;
         nulls[position] = v.null ? 'n' : ' ';

@@ -199,7 +199,9 @@ int written_column_index(const char* name) {
 namespace {
 
 // An event's INSERT; the receipt column only in the statement of an event that carries
-// one (insert_event_with_receipt), so the others pass no parameter for it.
+// one (insert_event_with_receipt), so the others pass no parameter for it. It is the
+// last column, so leaving it out keeps every other parameter's number.
+static_assert(ec_receipt == kEventColumns - 1, "the receipt is the events' last parameter");
 StatementText insert_event(const char* on_conflict = "", bool with_receipt = false) {
     std::string columns, values;
     std::vector<Oid> types;

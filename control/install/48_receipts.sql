@@ -74,8 +74,8 @@ REVOKE EXECUTE ON FUNCTION opledger._ed25519_keypair() FROM PUBLIC;
 
 -- Makes a new signing key and retires the one in use (rotation): receipts signed
 -- before stay verifiable with the retired key's public half, which stays published.
--- The retirement time is the statement's: Citus refuses a volatile function in an
--- UPDATE of a reference table.
+-- The retirement time is taken before the UPDATE and passed in: Citus refuses a
+-- volatile function inside an UPDATE of a reference table.
 CREATE FUNCTION opledger.create_receipt_key() RETURNS text
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp
@@ -83,11 +83,12 @@ AS $$
 DECLARE
     pair record;
     new_id text;
+    retire_at timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     SELECT * INTO pair FROM opledger._ed25519_keypair();
     new_id := 'ed25519-' || pg_catalog.left(pg_catalog.encode(
         pg_catalog.sha256(pg_catalog.convert_to(pair.public_key, 'UTF8')), 'hex'), 16);
-    UPDATE opledger.receipt_keys AS k SET retired_at = pg_catalog.statement_timestamp() WHERE k.retired_at IS NULL;
+    UPDATE opledger.receipt_keys AS k SET retired_at = retire_at WHERE k.retired_at IS NULL;
     INSERT INTO opledger.receipt_keys (key_id, public_key) VALUES (new_id, pair.public_key);
     INSERT INTO opledger.receipt_signing_keys (key_id, private_key) VALUES (new_id, pair.private_key);
     RETURN new_id;
@@ -100,11 +101,17 @@ REVOKE EXECUTE ON FUNCTION opledger.create_receipt_key() FROM PUBLIC;
 -- Retires the key in use without a successor: no receipts are issued until the
 -- next create_receipt_key (calls of tools with receipts then fail with 55000).
 CREATE FUNCTION opledger.retire_receipt_key() RETURNS text
-    LANGUAGE sql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
-    UPDATE opledger.receipt_keys AS k SET retired_at = pg_catalog.statement_timestamp()
-     WHERE k.retired_at IS NULL RETURNING k.key_id;
+DECLARE
+    retire_at timestamptz := pg_catalog.clock_timestamp();  -- passed in (see create_receipt_key)
+    retired text;
+BEGIN
+    UPDATE opledger.receipt_keys AS k SET retired_at = retire_at
+     WHERE k.retired_at IS NULL RETURNING k.key_id INTO retired;
+    RETURN retired;
+END
 $$;
 COMMENT ON FUNCTION opledger.retire_receipt_key() IS
     'Retires the receipt signing key in use (no successor); returns its key_id, NULL when none was in use';

@@ -30,8 +30,9 @@ and exits 1 when something failed):
   recipe DB MD         the recipe's SQL blocks in MD (after <!-- citus-recipe -->) name
                        only functions, signatures, arguments and tables that exist
 
-Statement rules, on statements that touch opledger.operations, opledger.events,
-opledger.tools or opledger.hmac_key (rule ids as printed):
+Statement rules, on statements that touch a table the recipe distributes (operations,
+events, purged_receipts) or replicates (tools, hmac_key, role_tenants, receipt_keys,
+receipt_signing_keys) (rule ids as printed):
   modifying-cte          no data-modifying CTE in a statement with parameters
   volatile-in-update     no time or volatile function inside UPDATE / DELETE (or
                          ON CONFLICT DO UPDATE): compute it first and pass it in
@@ -41,6 +42,8 @@ and on statements that touch opledger.operations or opledger.events:
   lock-without-pin       FOR UPDATE / SHARE / SKIP LOCKED only with operation_id = $n
   not-one-operation      a write targets one operation (operation_id = $n, or an INSERT
                          of one row whose operation_id is a parameter); reads take no locks
+  reference-read-in-write  a write of a distributed table reads no reference table (Citus
+                         refuses it in a delegated call)
 Only Debian's python3 and psql are needed.
 """
 import os
@@ -220,7 +223,7 @@ def check_statement_list(rep, items, volatile, vars_, columns, show_ok=True):
             # replicates (CREATE ROLE / GRANT in create_roles, Citus's
             # run_command_on_all_nodes over the node-local counters in _counts) is
             # outside these rules; any other cannot be checked statically.
-            if not re.search(r"opledger\.(operations|events|tools|hmac_key)\b", sql):
+            if not re.search(r"opledger\.(" + "|".join(sorted(sqltext.CITUS_TABLES)) + r")\b", sql):
                 if show_ok:
                     rep.ok(f"[{origin}] dynamic SQL naming no distributed or reference table")
                 continue
@@ -392,8 +395,11 @@ def plan_findings(paths):
             first = text.count("\n", 0, m.end()) + 1
             last = first + body.count("\n")
             sql = " ".join(" ".join(f.split()) for ln, f in frags if first <= ln <= last)
-            reads_ledger = re.search(r"\bFROM\s+opledger\.(operations|events)\b", sql) or "operation_select(" in body
-            if not reads_ledger or _PIN.search(sql):
+            reads_ledger = re.search(r"\bFROM\s+opledger\.(operations|events|purged_receipts)\b", sql) or "operation_select(" in body
+            # An INSERT ... SELECT of the ledger: Citus plans it only with its parameters
+            # bound, even when it names one operation.
+            insert_select = reads_ledger and re.match(r"\s*INSERT\s+INTO\b", sql, re.I)
+            if not reads_ledger or (_PIN.search(sql) and not insert_select):
                 continue
             multi.append(m.group(1))
             if "Planning::custom_multi_shard" not in body:
@@ -411,7 +417,8 @@ def mode_plans(paths):
         else:
             files.append(p)
     found, multi = plan_findings(sorted(files))
-    rep.check(len(multi) > 0, f"plans: {len(multi)} saved statements may read more than one shard: {', '.join(multi)}")
+    rep.check(len(multi) > 0, f"plans: {len(multi)} saved statements may read more than one shard or are an "
+              f"INSERT ... SELECT: {', '.join(multi)}")
     for rule, obj in found:
         rep.not_ok(f"plans {rule}: {obj}", "a statement that may read several shards must be planned with its "
                    "parameters bound (Planning::custom_multi_shard): Citus cannot plan it generic")
@@ -574,7 +581,7 @@ def mode_fixtures(path):
             rep.check(expected <= got, f"fixture {n} caught as {','.join(sorted(expected))}: {short}",
                       f"reported: {sorted(got)}")
     for rule in ("modifying-cte", "volatile-in-update", "subquery-in-values", "enum-cast-in-returning",
-                 "lock-without-pin", "not-one-operation"):
+                 "lock-without-pin", "not-one-operation", "reference-read-in-write"):
         rep.check(rule in rules_planted, f"rule {rule} has a planted violation")
     return rep.finish()
 

@@ -8,10 +8,11 @@ taken as parameters.
 """
 import re
 
-# Tables the recipe distributes (operations, events: by operation_id) or replicates
-# (tools, hmac_key: reference tables). The counters stay local to each node.
-DISTRIBUTED = {"operations", "events"}
-REFERENCE = {"tools", "hmac_key"}
+# Tables the recipe distributes (operations, events, purged_receipts: by operation_id)
+# or replicates (reference tables: the tool policies, the keys, the tenant mappings).
+# The counters stay local to each node.
+DISTRIBUTED = {"operations", "events", "purged_receipts"}
+REFERENCE = {"tools", "hmac_key", "role_tenants", "receipt_keys", "receipt_signing_keys"}
 CITUS_TABLES = DISTRIBUTED | REFERENCE
 
 # Functions whose value depends on the moment or on chance (the issue: compute now
@@ -371,6 +372,15 @@ class Statement:
             if kind in ("update", "delete", "merge") and pinned:
                 continue
             out.append(("not-one-operation", f"{kind.upper()} on opledger.{table} does not target one operation (operation_id = $n)"))
+
+        # R7 a write of a distributed table reads no reference table: in a delegated call
+        # (force_delegation) Citus refuses it ("queries must filter by the distribution
+        # argument in the same colocation group"); read the reference table first.
+        written = {table for kind, table, _ in dml if table in DISTRIBUTED}
+        read_refs = touched & REFERENCE
+        if written and read_refs:
+            out.append(("reference-read-in-write", f"a write of opledger.{'/'.join(sorted(written))} that also reads "
+                        f"opledger.{'/'.join(sorted(read_refs))}"))
         return out
 
 

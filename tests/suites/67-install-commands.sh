@@ -138,6 +138,23 @@ if documented docs/mcp.md "$cmd"; then
     else
         bad "docs/mcp.md: bin/opledger-mcp on a fresh clone (the first run builds)"
     fi
+    # The next run builds nothing; after a change to the TypeScript client's sources (as
+    # a pull brings) it builds again, the client too.
+    if run_logged mcp-second-run "$clone/clients/mcp/bin/opledger-mcp" --help \
+        && ! grep -q 'building' "$WORK/mcp-second-run.log"; then
+        ok "docs/mcp.md: bin/opledger-mcp's next run builds nothing"
+    else
+        bad "docs/mcp.md: bin/opledger-mcp's next run built again"
+    fi
+    touch "$clone/clients/typescript/src/ledger.ts"
+    if run_logged mcp-changed-run "$clone/clients/mcp/bin/opledger-mcp" --help \
+        && grep -q 'sources changed since the last build' "$WORK/mcp-changed-run.log" \
+        && [ "$clone/clients/typescript/dist/src/index.js" -nt "$clone/clients/typescript/src/ledger.ts" ] \
+        && [ "$clone/clients/mcp/dist/src/main.js" -nt "$clone/clients/typescript/src/ledger.ts" ]; then
+        ok "docs/mcp.md: bin/opledger-mcp builds the client and itself again after their sources changed"
+    else
+        bad "docs/mcp.md: bin/opledger-mcp after a change to the client's sources"
+    fi
 fi
 
 # --- docs/console.md: the operator console from a fresh clone, then started against the

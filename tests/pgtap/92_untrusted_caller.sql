@@ -13,17 +13,7 @@ LOAD 'opledger';
 SET LOCAL opledger.require_attempt = off;  -- the default; the tests below set it where they need it
 
 -- value_as(role, sql): the single value sql returns, run as role (or 'error SQLSTATE: message')
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 -- state_as(role, sql): '00000', or the SQLSTATE sql raised (its effects rolled back)
 CREATE FUNCTION pg_temp.state_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN

@@ -10,17 +10,7 @@ SELECT * FROM no_plan();
 LOAD 'opledger';
 SET LOCAL opledger.require_attempt = off;  -- the default; the tests below set it where they need it
 
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 CREATE FUNCTION pg_temp.state_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('SET LOCAL ROLE %I', r);

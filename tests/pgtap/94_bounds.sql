@@ -15,17 +15,7 @@ SET LOCAL opledger.require_attempt = off;  -- the default; the tests below set i
 CREATE FUNCTION pg_temp.rnd(n int, salt text DEFAULT '') RETURNS text LANGUAGE sql AS $$
     SELECT left(string_agg(md5(salt || g::text), '' ORDER BY g), n) FROM generate_series(1, n / 32 + 1) AS g
 $$;
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 -- check(role, sql, sqlstate, secret, description): three tests: sql run as role raises
 -- sqlstate; the error (message, detail, hint, context) does not contain secret; its
 -- CONTEXT shows none of the extension's internal SQL.

@@ -49,17 +49,7 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 -- value_as(role, sql): as the superuser session after SET ROLE role (the way 91-93 test)
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 CREATE FUNCTION pg_temp.op(id text) RETURNS jsonb LANGUAGE sql AS $$
     SELECT to_jsonb(o) FROM opledger.operations o WHERE operation_id = id
 $$;

@@ -19,17 +19,7 @@ LOAD 'opledger';
 SET LOCAL opledger.require_attempt = off;
 
 -- value_as(role, sql): the single value sql returns, run as role (or 'error SQLSTATE: message')
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 
 -- guess(role, operation, pin): what role observes when, in a savepoint it then rolls
 -- back, it reports the success {"pin": pin, "ok": true} for an operation that already

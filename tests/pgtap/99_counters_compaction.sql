@@ -10,17 +10,7 @@ CREATE EXTENSION IF NOT EXISTS opledger;
 SELECT * FROM no_plan();
 LOAD 'opledger';
 
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 -- This file's totals rows of a tenant: of finished hours, and of the hour not finished.
 CREATE FUNCTION pg_temp.rows_of(t text, current_hour boolean) RETURNS bigint LANGUAGE sql AS $$
     SELECT count(*) FROM opledger.counters

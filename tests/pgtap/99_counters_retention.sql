@@ -10,17 +10,7 @@ CREATE EXTENSION IF NOT EXISTS opledger;
 SELECT * FROM no_plan();
 LOAD 'opledger';
 
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 -- The hours of this file's counts that have a row of their own, oldest first, per tenant.
 CREATE FUNCTION pg_temp.hours_kept(t text) RETURNS bigint LANGUAGE sql AS $$
     SELECT count(DISTINCT hour) FROM opledger.counters

@@ -9,17 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
 SELECT * FROM no_plan();
 
-CREATE FUNCTION pg_temp.value_as(r text, q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE v text;
-BEGIN
-    EXECUTE format('SET LOCAL ROLE %I', r);
-    EXECUTE q INTO v;
-    RESET ROLE;
-    RETURN v;
-EXCEPTION WHEN OTHERS THEN
-    RETURN 'error ' || SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+\ir include/value_as.sql
 CREATE FUNCTION pg_temp.status_of(id text) RETURNS text LANGUAGE sql AS $$
     SELECT status::text || CASE WHEN purged THEN '/purged' ELSE '' END FROM opledger.operations WHERE operation_id = id
 $$;

@@ -32,6 +32,24 @@ def _read_json(parser: argparse.ArgumentParser, path: str, what: str) -> Any:
         parser.error(f"the {what} is not JSON")
 
 
+# The options that take a value. A base64url key (one in 64 begins with "-") or an
+# operation ID may look like an option to argparse, which would then refuse it; joining
+# each of these options to the word after it ("--key=VALUE") makes the word a value.
+_VALUE_OPTIONS = ("--key", "--keys", "--operation-id", "--evidence")
+
+
+def _join_option_values(argv: List[str]) -> List[str]:
+    joined: List[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in _VALUE_OPTIONS:
+            value = next(words, None)
+            joined.append(word if value is None else f"{word}={value}")
+        else:
+            joined.append(word)
+    return joined
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="opledger-verify-receipt",
                                      description="Checks an opledger receipt outside the database.")
@@ -41,7 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     keys.add_argument("--keys", help="the published keys (JSON array of {key_id, public_key})")
     parser.add_argument("--operation-id", help="the operation the receipt must be of")
     parser.add_argument("--evidence", help="the operation's evidence (opledger.receipt_evidence)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_option_values(sys.argv[1:] if argv is None else argv))
     receipt = _read_json(parser, args.receipt, "receipt")
     key_set = args.key if args.key is not None else _read_json(parser, args.keys, "keys")
     evidence = None if args.evidence is None else _read_json(parser, args.evidence, "evidence")

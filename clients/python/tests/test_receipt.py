@@ -102,6 +102,26 @@ class ReceiptTest(unittest.TestCase):
         key = next(k["public_key"] for k in self.keys if k["key_id"] == receipt["key_id"])
         self.assertEqual(self.run_cli(receipt, key_args=["--key", key])[0], 0)
 
+    def test_key_that_begins_with_a_dash(self):
+        """A base64url key begins with "-" once in 64 keys: --key still takes it as its value."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        def public_key(private):
+            raw = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+            return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+        signer = Ed25519PrivateKey.generate()
+        while not public_key(signer).startswith("-"):
+            signer = Ed25519PrivateKey.generate()
+        receipt = dict(self.receipt_of(self.ids["ok"]))
+        del receipt["signature"]
+        signature = signer.sign(canonical_json(receipt).encode("utf-8"))
+        signed = dict(receipt, signature=base64.urlsafe_b64encode(signature).decode().rstrip("="))
+        for key_args in (["--key", public_key(signer)], [f"--key={public_key(signer)}"]):
+            code, out, err = self.run_cli(signed, key_args=key_args)
+            self.assertEqual(code, 0, out + err)
+
     def test_canonical_form_matches_the_database(self):
         value = {"b": [1, 1.5, -0.0, 1e21, 1e-7, 123.456e5, 2**53 - 1, "é\u2028\"\x01"], "a": {"z": None, "y": True}}
         text = json.dumps(value)

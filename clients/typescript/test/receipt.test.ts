@@ -102,6 +102,19 @@ describe('receipts verified outside the database', () => {
     assert.equal(r.code, 0, r.out);
   });
 
+  it('takes a key that begins with "-" as the value of --key, after a space or "="', async () => {
+    const receipt: Record<string, unknown> = { ...(await receiptOf(ids.ok)) };
+    delete receipt.signature;
+    let signer = generateKeyPairSync('ed25519');
+    while (!(signer.publicKey.export({ format: 'jwk' }).x as string).startsWith('-')) signer = generateKeyPairSync('ed25519');
+    const signerKey = signer.publicKey.export({ format: 'jwk' }).x as string;
+    const signature = sign(null, Buffer.from(canonicalJson(receipt), 'utf8'), signer.privateKey).toString('base64url');
+    for (const keyArgs of [['--key', signerKey], [`--key=${signerKey}`]]) {
+      const r = runCli({ ...receipt, signature }, [], keyArgs);
+      assert.equal(r.code, 0, r.out);
+    }
+  });
+
   it('agrees with the database on the canonical form', async () => {
     const value = { b: [1, 1.5, -0, 1e21, 'é\u2028"'], a: { z: null, y: true } };
     const { rows } = await pool.query('SELECT opledger.jcs($1::jsonb) AS c', [JSON.stringify(value)]);

@@ -38,8 +38,12 @@ let keysPath: string | undefined;
 let operationId: string | undefined;
 let evidencePath: string | undefined;
 for (let i = 0; i < args.length; i++) {
-  const a = args[i];
-  const value = () => args[++i] ?? fail(`${a} needs a value`);
+  // An option's value is the next word whatever it begins with (a base64url key may
+  // begin with "-"), or follows "=" in the same word.
+  const [a, inline] = args[i].startsWith('--') && args[i].includes('=')
+    ? [args[i].slice(0, args[i].indexOf('=')), args[i].slice(args[i].indexOf('=') + 1)]
+    : [args[i], undefined];
+  const value = () => inline ?? args[++i] ?? fail(`${a} needs a value`);
   if (a === '--key') key = value();
   else if (a === '--keys') keysPath = value();
   else if (a === '--operation-id') operationId = value();

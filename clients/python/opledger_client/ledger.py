@@ -201,6 +201,11 @@ class Ledger:
         rows = self._rows("SELECT * FROM opledger.op_approve(%s, %s, %s)", [operation_id, approver, note])
         return OperationRow.from_row(rows[0])
 
+    def reject(self, operation_id: str, approver: str, note: Optional[str] = None) -> OperationRow:
+        """opledger.op_reject (a role in opledger_approver): the operation ends failed and never runs."""
+        rows = self._rows("SELECT * FROM opledger.op_reject(%s, %s, %s)", [operation_id, approver, note])
+        return OperationRow.from_row(rows[0])
+
     def claim_reconciliation(self, worker: str, max_rows: int = 10,
                              lease: str = "1 minute") -> list[OperationRow]:
         """opledger.op_claim_reconciliation (a role in opledger_reconciler)."""

@@ -290,6 +290,26 @@ class ExecuteOnceTest(LedgerTestCase):
         self.assertEqual(run(), {"sent": True})
         self.assertEqual(len(calls), 1)
 
+    def test_rejected_operation_never_runs(self):
+        t = tool("wire")
+        self.admin_ledger.register_tool(t, ToolEffect.IRREVERSIBLE)
+        op = Operation(uid(), t, {"iban": "XX00", "amount_cents": 2})
+        calls = []
+        run = lambda: execute_once(self.conn, op, lambda o, a: calls.append(a) or {"sent": True})  # noqa: E731
+        with self.assertRaises(NeedsApproval):
+            run()
+        # The agent's role may not decline its own operation.
+        with self.assertRaises(opledger_client.PermissionDenied):
+            self.ledger.reject(op.operation_id, "mallory")
+        row = Ledger(self.approver).reject(op.operation_id, "alice", "not this customer")
+        self.assertIs(row.status, OpStatus.FAILED)
+        self.assertEqual(row.error, {"reason": "approval_rejected"})
+        for _ in range(2):
+            with self.assertRaises(OperationFailed) as cm:
+                run()
+            self.assertEqual(cm.exception.error, {"reason": "approval_rejected"})
+        self.assertEqual(calls, [])
+
     def test_decorator(self):
         t = tool("refund")
         self.admin_ledger.register_tool(t, "non_idempotent_write")

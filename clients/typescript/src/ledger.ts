@@ -192,6 +192,12 @@ export class Ledger {
     return parseOperationRow(rows[0]);
   }
 
+  /** opledger.op_reject (a role in opledger_approver): the operation ends failed and never runs. */
+  async reject(operationId: string, approver: string, note?: string): Promise<OperationRow> {
+    const rows = await this.q('SELECT * FROM opledger.op_reject($1, $2, $3)', [operationId, approver, note ?? null]);
+    return parseOperationRow(rows[0]);
+  }
+
   /** opledger.op_claim_reconciliation (opledger_reconciler): the unknown operations this reconciler now owns. */
   async claimReconciliation(worker: string, maxRows = 10, lease = '1 minute'): Promise<OperationRow[]> {
     const rows = await this.q('SELECT * FROM opledger.op_claim_reconciliation($1, $2::int, $3::interval)',

@@ -246,6 +246,25 @@ describe('executeOnce', () => {
     assert.deepEqual(await run(), { sent: true });
     assert.equal(calls, 1);
   });
+
+  it('never runs an operation the approver rejected: it ends failed with approval_rejected', async () => {
+    const t = tool('wire');
+    await admin.registerTool(t, 'irreversible');
+    const op = { operationId: uid(), tool: t, args: { iban: 'XX00', amount_cents: 2 } };
+    let calls = 0;
+    const run = () => executeOnce(pool, op, async () => { calls++; return { sent: true }; });
+    await assert.rejects(run(), NeedsApprovalError);
+    // The agent's role may not decline its own operation.
+    await assert.rejects(ledger.reject(op.operationId, 'mallory'), client.PermissionDeniedError);
+    const row = await new Ledger(approverPool).reject(op.operationId, 'alice', 'not this customer');
+    assert.equal(row.status, 'failed');
+    assert.deepEqual(row.error, { reason: 'approval_rejected' });
+    for (let i = 0; i < 2; i++) {
+      await assert.rejects(run(), (e: unknown) => e instanceof OperationFailedError
+        && JSON.stringify(e.error) === JSON.stringify({ reason: 'approval_rejected' }));
+    }
+    assert.equal(calls, 0);
+  });
 });
 
 describe('errors', () => {

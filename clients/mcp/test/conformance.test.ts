@@ -43,7 +43,7 @@ const STEPS: Record<string, (id: string, tool: string, args: Record<string, unkn
   mark_unknown: (id, _t, _a, s) => ledger.markUnknown(id, s.error),
   resolve: (id, _t, _a, s) => ledger.resolve(id, s.outcome, { result: s.result }),
   approve: (id, _t, _a, s) => ledger.approve(id, s.approver),
-  reject: (id, _t, _a, s) => pool.query('SELECT opledger.op_reject($1, $2)', [id, s.approver]),
+  reject: (id, _t, _a, s) => ledger.reject(id, s.approver),
   sleep: (_id, _t, _a, s) => sleep(s.ms),
 };
 

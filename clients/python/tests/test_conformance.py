@@ -17,6 +17,7 @@ import psycopg
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from test_client import AGENT, APPROVER, RECONCILER, setup_roles  # noqa: E402
 from opledger_client import (  # noqa: E402
     BeginResult, Ledger, NeedsApproval, NextAction, Operation, OperationFailed, ReconciliationRequired, WaitTimeout,
     execute_once,
@@ -47,13 +48,20 @@ def _observed(d: BeginResult, expect: dict) -> dict:
 class Conformance(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.conn = psycopg.connect(autocommit=True)
-        cls.conn.execute("CREATE EXTENSION IF NOT EXISTS opledger")
-        cls.ledger = Ledger(cls.conn)
+        # The superuser only registers the tools. Every other call runs as the role a
+        # deployment gives it (the agent's calls and execute_once as opledger_agent,
+        # resolve as opledger_reconciler, approve and reject as opledger_approver), so
+        # the corpus also shows that those roles suffice.
+        cls.admin = psycopg.connect(autocommit=True)
+        cls.admin.execute("CREATE EXTENSION IF NOT EXISTS opledger")
+        assert setup_roles(cls.admin), "the corpus needs opledger.create_roles()"
+        cls.conns = [psycopg.connect(autocommit=True, user=role) for role in (AGENT, RECONCILER, APPROVER)]
+        cls.ledger, cls.reconciler, cls.approver = (Ledger(c) for c in cls.conns)
 
     @classmethod
     def tearDownClass(cls):
-        cls.conn.close()
+        for c in (cls.admin, *cls.conns):
+            c.close()
 
     def steps(self):
         """What this client runs for each kind of set-up step; a kind missing here fails its case."""
@@ -66,10 +74,9 @@ class Conformance(unittest.TestCase):
             "succeed": lambda id_, tool, s: ledger.succeed(id_, s["result"], attempt=s.get("attempt")),
             "fail": lambda id_, tool, s: ledger.fail(id_, s["error"], s.get("retryable", False)),
             "mark_unknown": lambda id_, tool, s: ledger.mark_unknown(id_, s.get("error")),
-            "resolve": lambda id_, tool, s: ledger.resolve(id_, s["outcome"], s.get("result")),
-            "approve": lambda id_, tool, s: ledger.approve(id_, s["approver"]),
-            "reject": lambda id_, tool, s: self.conn.execute("SELECT opledger.op_reject(%s, %s)",
-                                                              [id_, s["approver"]]),
+            "resolve": lambda id_, tool, s: self.reconciler.resolve(id_, s["outcome"], s.get("result")),
+            "approve": lambda id_, tool, s: self.approver.approve(id_, s["approver"]),
+            "reject": lambda id_, tool, s: self.approver.reject(id_, s["approver"]),
             "sleep": lambda id_, tool, s: time.sleep(s["ms"] / 1000),
         }
 
@@ -92,7 +99,7 @@ class Conformance(unittest.TestCase):
         id_ = f"conformance-py-{uuid.uuid4()}"
         tool = f"conformance.py.{str(uuid.uuid4())[:8]}"
         t = case["tool"]
-        self.ledger.register_tool(tool, t["effect"], max_attempts=t.get("max_attempts", 5),
+        Ledger(self.admin).register_tool(tool, t["effect"], max_attempts=t.get("max_attempts", 5),
                                   backoff_base=t.get("backoff_base", "1 second"),
                                   backoff_max=t.get("backoff_max", "5 minutes"))
         handlers = self.steps()

@@ -28,8 +28,15 @@ interface Corpus { tool_result: JsonValue; next_actions: string[]; raises: strin
 const root = process.env.OPLEDGER_ROOT ?? new URL('../../../../', import.meta.url).pathname;
 const corpus = JSON.parse(fs.readFileSync(`${root}/tests/conformance/decisions.json`, 'utf8')) as Corpus;
 
+// The superuser only registers the tools. Every other call runs as the role a
+// deployment gives it: the agent's calls and executeOnce as a member of
+// opledger_agent, resolve of opledger_reconciler, approve and reject of
+// opledger_approver; so the corpus also shows that those roles suffice.
 const adminPool = new pg.Pool({ max: 2 });
-const ledger = new Ledger(adminPool);
+const admin = new Ledger(adminPool);
+const LOGINS = { agent: 't_agent', reconciler: 't_reconciler', approver: 't_approver' } as const;
+let pools: pg.Pool[] = [];
+let ledger: Ledger, reconciler: Ledger, approver: Ledger;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What this client runs for each kind of set-up step; a kind missing here fails its case. */
@@ -43,9 +50,9 @@ const STEPS: Record<string, (id: string, tool: string, s: Step) => Promise<unkno
   succeed: (id, _t, s) => ledger.succeed(id, s.result, { attempt: s.attempt }),
   fail: (id, _t, s) => ledger.fail(id, s.error, s.retryable ?? false),
   mark_unknown: (id, _t, s) => ledger.markUnknown(id, s.error),
-  resolve: (id, _t, s) => ledger.resolve(id, s.outcome, { result: s.result }),
-  approve: (id, _t, s) => ledger.approve(id, s.approver),
-  reject: (id, _t, s) => adminPool.query('SELECT opledger.op_reject($1, $2)', [id, s.approver]),
+  resolve: (id, _t, s) => reconciler.resolve(id, s.outcome, { result: s.result }),
+  approve: (id, _t, s) => approver.approve(id, s.approver),
+  reject: (id, _t, s) => approver.reject(id, s.approver),
   sleep: (_id, _t, s) => sleep(s.ms),
 };
 
@@ -64,8 +71,20 @@ function pick(d: BeginResult, expect: Record<string, unknown>): Record<string, u
   return out;
 }
 
-before(async () => { await adminPool.query('CREATE EXTENSION IF NOT EXISTS opledger'); });
-after(async () => { await adminPool.end(); });
+before(async () => {
+  await adminPool.query('CREATE EXTENSION IF NOT EXISTS opledger');
+  await adminPool.query('SELECT opledger.create_roles()');
+  for (const [kind, login] of Object.entries(LOGINS)) {
+    try {
+      await adminPool.query(`CREATE ROLE ${login} LOGIN IN ROLE opledger_${kind}`);
+    } catch (e) {
+      if (!['42710', '23505'].includes((e as { code?: string }).code ?? '')) throw e; // another test file made it
+    }
+  }
+  pools = Object.values(LOGINS).map((user) => new pg.Pool({ user, max: 1 }));
+  [ledger, reconciler, approver] = pools.map((p) => new Ledger(p));
+});
+after(async () => { await Promise.all([adminPool, ...pools].map((p) => p.end())); });
 
 describe('conformance corpus', () => {
   it('names the same next actions as this client, and every one is exercised by a case', () => {
@@ -86,7 +105,7 @@ describe('conformance corpus', () => {
     it(c.name, async () => {
       const id = `conformance-ts-${randomUUID()}`;
       const tool = `conformance.ts.${randomUUID().slice(0, 8)}`;
-      await ledger.registerTool(tool, c.tool.effect, {
+      await admin.registerTool(tool, c.tool.effect, {
         maxAttempts: c.tool.max_attempts, backoffBase: c.tool.backoff_base, backoffMax: c.tool.backoff_max,
       });
       for (const s of c.steps) {

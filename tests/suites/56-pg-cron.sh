@@ -91,6 +91,10 @@ check "the sweep runs every minute (1.4.2 has no second-level schedules)" "* * *
 # An operation whose worker died: its lease (1 second) runs out, and only the
 # scheduled sweep may move it on. A read_only tool's op goes to retryable instead.
 q app "SELECT opledger.register_tool('payments.refund', 'non_idempotent_write'); SELECT opledger.register_tool('crm.search', 'read_only')" >/dev/null
+# The sweep job runs at every minute boundary. Start where no boundary falls in the
+# next few seconds, so that no scheduled sweep runs before the check that nothing
+# has touched the expired ops yet.
+while second=$(date +%-S); [ "$second" -lt 2 ] || [ "$second" -gt 45 ]; do sleep 1; done
 check "a pending op with a 1-second lease" "execute|pending" \
     "$(q app "SELECT decision || '|' || status FROM opledger.op_begin('cron-lost-1', 'payments.refund', '{\"charge\": \"ch_1\"}', worker => 'w-dead', lease => '1 second')")"
 check "a pending read_only op with a 1-second lease" "execute" \
@@ -101,6 +105,7 @@ check "the leases have expired, nothing has touched the ops yet" "pending,pendin
     "$(q app "SELECT string_agg(status::text, ',' ORDER BY operation_id) FROM opledger.operations WHERE lease_expires_at < now()")"
 # Let the purge job run in the same minute, to show its command works through pg_cron.
 q postgres "SELECT cron.alter_job(jobid, schedule => '* * * * *') FROM cron.job WHERE jobname = 'opledger-purge'" >/dev/null
+purge_deadline=$(( $(date +%s) + 75 ))
 
 # Wait (at most 75 s: the next minute boundary, plus the job's run) for a sweep
 # run that started after the leases expired and has finished.
@@ -121,9 +126,10 @@ check "the unknown op is on the reconcilers' work list" "cron-lost-1" \
     "$(q app "SELECT string_agg(operation_id, ',') FROM opledger.unknown_operations")"
 check "the audit trail: one op_begin (the first), then the sweep's lease_expired, pending -> unknown" "begin|pending,lease_expired|unknown" \
     "$(q app "SELECT string_agg(kind || '|' || status_after, ',' ORDER BY event_id) FROM opledger.events WHERE operation_id = 'cron-lost-1'")"
-# The purge job ran in the same minute as the sweep (or within the next poll).
+# The purge job runs at the first minute boundary after pg_cron reloaded its jobs,
+# which may be the one after the sweep's: wait up to 75 s from the change too.
 purge=""
-for _ in $(seq 1 15); do
+while [ "$(date +%s)" -lt "$purge_deadline" ]; do
     purge=$(q postgres "SELECT d.status FROM cron.job_run_details d JOIN cron.job j USING (jobid)
                          WHERE j.jobname = 'opledger-purge' AND d.status IN ('succeeded', 'failed') LIMIT 1")
     [ -n "$purge" ] && break

@@ -218,9 +218,11 @@ describe('executeOnce', () => {
     let calls = 0;
     let release!: () => void;
     const gate = new Promise<void>((r) => { release = r; });
-    const slow = executeOnce(pool, { ...op, worker: 'a' }, async () => { calls++; await gate; return { ok: 'a' }; });
-    // Let worker a take the lease first.
-    for (let i = 0; i < 100 && calls === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    let started!: () => void;
+    const aRuns = new Promise<void>((r) => { started = r; });
+    const slow = executeOnce(pool, { ...op, worker: 'a' }, async () => { calls++; started(); await gate; return { ok: 'a' }; });
+    // Worker a holds the lease once its tool runs.
+    await aRuns;
     const decisions: string[] = [];
     const waiting = executeOnce(pool, { ...op, worker: 'b' }, async () => { calls++; return { ok: 'b' }; },
       { onDecision: (d) => decisions.push(d.decision), minSleepMs: 20, maxSleepMs: 50 });

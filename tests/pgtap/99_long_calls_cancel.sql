@@ -9,7 +9,7 @@
 -- within half the full run's time after the cancel was sent (a call that noticed the
 -- cancel only once it had finished ends about as long after it as the rest of its work
 -- takes, far more than half on inputs this size). The inputs are built in memory before
--- the clock starts, and take half a second or more on a quiet machine.
+-- the clock starts, and take about half a second or more on a quiet machine.
 -- On a loaded machine the shell may be scheduled so late that the call has already
 -- finished: the backend and the shell then race to create one directory, and only the
 -- winner acts (the shell sends the cancel, or the backend knows none will come), so no

@@ -1,5 +1,9 @@
 -- Exponential backoff between attempts and max_attempts. Delays are
--- exact (retry_after - updated_at of the failing call); waits use short real sleeps.
+-- exact (retry_after - updated_at of the failing call). The backoffs are hours long, so
+-- that a check that an operation is still waiting never races the clock on a slow
+-- machine; time passes by pg_temp.age, which moves every time in an operation's row
+-- back, as if it had been written that much earlier, and op_begin then compares the
+-- row with its own clock.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS opledger;
@@ -11,27 +15,35 @@ $$;
 CREATE FUNCTION pg_temp.decision(id text) RETURNS text LANGUAGE sql AS $$
     SELECT decision FROM opledger.op_begin(id, 'flaky', '{}')
 $$;
+-- (As the superuser: a direct UPDATE of the times only, which the event chain does not cover.)
+CREATE FUNCTION pg_temp.age(id text, by interval) RETURNS void LANGUAGE sql AS $$
+    UPDATE opledger.operations
+       SET created_at = created_at - by, updated_at = updated_at - by, retry_after = retry_after - by,
+           lease_expires_at = lease_expires_at - by, finished_at = finished_at - by,
+           unknown_since = unknown_since - by, claim_expires_at = claim_expires_at - by
+     WHERE operation_id = id
+$$;
 
 SELECT opledger.register_tool('flaky', 'non_idempotent_write', max_attempts => 4,
-                              backoff_base => '400 milliseconds', backoff_max => '1 second');
+                              backoff_base => '1 hour', backoff_max => '3 hours');
 
 SELECT pg_temp.decision('k-1');
 SELECT opledger.op_fail('k-1', '{"n":1}', true);
-SELECT is(pg_temp.delay('k-1'), interval '400 milliseconds', 'after attempt 1: backoff_base');
+SELECT is(pg_temp.delay('k-1'), interval '1 hour', 'after attempt 1: backoff_base');
 SELECT is(pg_temp.decision('k-1'), 'retry_later', 'within the backoff: retry_later');
 SELECT is((SELECT retry_after FROM opledger.op_begin('k-1', 'flaky', '{}')),
           (SELECT retry_after FROM opledger.operations WHERE operation_id = 'k-1'), 'retry_later says until when');
-SELECT pg_sleep(0.45);
+SELECT pg_temp.age('k-1', '1 hour 1 second');
 SELECT is(pg_temp.decision('k-1'), 'execute', 'after the backoff: execute (attempt 2)');
 SELECT opledger.op_fail('k-1', '{"n":2}', true);
-SELECT is(pg_temp.delay('k-1'), interval '800 milliseconds', 'after attempt 2: doubled');
-SELECT pg_sleep(0.3);
-SELECT is(pg_temp.decision('k-1'), 'retry_later', 'still waiting after 300 ms of 800 ms');
-SELECT pg_sleep(0.55);
-SELECT is(pg_temp.decision('k-1'), 'execute', 'after 850 ms: execute (attempt 3)');
+SELECT is(pg_temp.delay('k-1'), interval '2 hours', 'after attempt 2: doubled');
+SELECT pg_temp.age('k-1', '90 minutes');
+SELECT is(pg_temp.decision('k-1'), 'retry_later', 'still waiting after 90 minutes of 2 hours');
+SELECT pg_temp.age('k-1', '31 minutes');
+SELECT is(pg_temp.decision('k-1'), 'execute', 'after 2 hours 1 minute: execute (attempt 3)');
 SELECT opledger.op_fail('k-1', '{"n":3}', true);
-SELECT is(pg_temp.delay('k-1'), interval '1 second', 'after attempt 3: capped at backoff_max');
-SELECT pg_sleep(1.05);
+SELECT is(pg_temp.delay('k-1'), interval '3 hours', 'after attempt 3: capped at backoff_max');
+SELECT pg_temp.age('k-1', '3 hours 1 second');
 SELECT is(pg_temp.decision('k-1'), 'execute', 'attempt 4 runs');
 SELECT is((SELECT attempt FROM opledger.operations WHERE operation_id = 'k-1'), 4, 'attempt counter is 4');
 SELECT opledger.op_fail('k-1', '{"n":4}', true);

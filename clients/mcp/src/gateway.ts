@@ -571,14 +571,24 @@ export class Session {
       };
       c.phase = 'sent';
       this.byDownId.set(downId, c);
-      timer = setTimeout(() => {
-        this.down?.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: downId, reason: 'opledger-mcp: timeout' } } as JSONRPCMessage).catch(() => {});
-        c.settle?.({ timeout: true });
-      }, p.timeoutMs);
       const params: Msg = { name, arguments: args };
       if (Object.keys(meta).length) params._meta = meta;
-      const send = () => this.down!.send({ jsonrpc: '2.0', id: downId, method: 'tools/call', params } as JSONRPCMessage)
-        .catch(() => c.settle?.({ closed: true }));
+      // The timeout is the server's time to answer, so it starts when the call is sent: after
+      // a restart of the server, not while it starts. A call settled before that (shutdown,
+      // the connection lost during the restart) is not sent at all: the gateway has stopped
+      // waiting for it, and a call sent after that could take effect after a re-send's
+      // lookup found nothing.
+      const send = () => {
+        const down = this.down;
+        if (c.phase !== 'sent') return;
+        if (!down) { c.settle?.({ notSent: true }); return; }
+        timer = setTimeout(() => {
+          down.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: downId, reason: 'opledger-mcp: timeout' } } as JSONRPCMessage).catch(() => {});
+          c.settle?.({ timeout: true });
+        }, p.timeoutMs);
+        return down.send({ jsonrpc: '2.0', id: downId, method: 'tools/call', params } as JSONRPCMessage)
+          .catch(() => c.settle?.({ closed: true }));
+      };
       // A live connection: send now (not a turn of the event loop later); else (re)connect first.
       if (this.down && !this.downReady) void send();
       else this.ready().then(send, () => c.settle?.({ notSent: true }));

@@ -162,7 +162,7 @@ async function round(r: number): Promise<Record<string, Outcome>> {
 }
 
 async function main(): Promise<void> {
-  console.log(`# seed ${SEED} (replay the host's choices and the server's faults: CHAOS_SEED=${SEED})`);
+  console.log(`# seed ${SEED} (CHAOS_SEED=${SEED} runs with the same host choices and server faults)`);
   await sql('CREATE EXTENSION IF NOT EXISTS opledger');
   await run(process.execPath, [MAIN, 'register', '--config', cfg], { env: env({ PGUSER: ROLES.admin }) });
   const started = Date.now();

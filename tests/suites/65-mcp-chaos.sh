@@ -4,7 +4,8 @@
 # gateway is SIGKILLed between the server's answer and the ledger update; the host
 # re-sends every call. Checks exactly-once effects, zero effects without approval,
 # convergence and metrics. Size: MCP_CHAOS_INTENTS (per tool, default 10); soak:
-# MCP_CHAOS_SOAK_SECONDS=600 keeps adding rounds for that long.
+# MCP_CHAOS_SOAK_SECONDS=600 keeps adding rounds for that long. The run prints its seed;
+# CHAOS_SEED=N in the environment runs it again with that seed.
 # Expects clients/mcp built by 64-mcp.sh; builds it itself if not.
 set -uo pipefail
 ROOT=${OPLEDGER_ROOT:-$(pwd)}

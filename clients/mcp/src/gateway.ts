@@ -151,6 +151,8 @@ interface CallState {
   phase: 'ledger' | 'sent' | 'done';
   cancelled?: boolean;
   settle?: (r: Answer) => void;
+  /** Settled when the host's call is answered (or no answer is due): what shutdown waits for. */
+  finished?: Promise<void>;
 }
 
 interface Answer { result?: Msg; error?: Msg; closed?: boolean; timeout?: boolean; notSent?: boolean }
@@ -232,6 +234,7 @@ export class Session {
 
   /** A live, initialized downstream: after a crash of the server, a new one, initialized like the first. */
   private async ready(): Promise<void> {
+    if (this.closing) throw new Error(`the gateway is shutting down (${this.closing})`);
     if (this.downReady) return this.downReady;
     if (this.down) return;
     if (!this.initRequest) throw new Error('the MCP server is gone and the session was never initialized');
@@ -375,6 +378,8 @@ export class Session {
 
   private async toolCall(m: Msg): Promise<void> {
     const c: CallState = { upId: m.id, phase: 'ledger' };
+    let finish!: () => void;
+    c.finished = new Promise<void>((r) => { finish = r; });
     this.calls.set(keyOf(m.id), c);
     let answer: Msg | null;
     try {
@@ -386,7 +391,11 @@ export class Session {
     this.calls.delete(keyOf(m.id));
     const token = m.params?._meta?.progressToken;
     if (token !== undefined) this.progressOwner.delete(String(token));
-    if (answer && !c.cancelled) await this.sendUp({ jsonrpc: '2.0', id: m.id, ...answer });
+    try {
+      if (answer && !c.cancelled) await this.sendUp({ jsonrpc: '2.0', id: m.id, ...answer });
+    } finally {
+      finish();
+    }
   }
 
   /** Returns {result} or {error} for the host, or null when no answer is due (cancelled). */
@@ -549,6 +558,8 @@ export class Session {
   private forwardCall(c: CallState, name: string, args: Record<string, unknown>, meta: Record<string, unknown>, p: Policy):
     Promise<Answer> {
     return new Promise((resolve) => {
+      // Nothing is sent once shutdown has begun: the calls in flight are being reported.
+      if (this.closing) { resolve({ notSent: true }); return; }
       const downId = this.nextId();
       c.downId = downId;
       let timer: NodeJS.Timeout | undefined;
@@ -560,14 +571,24 @@ export class Session {
       };
       c.phase = 'sent';
       this.byDownId.set(downId, c);
-      timer = setTimeout(() => {
-        this.down?.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: downId, reason: 'opledger-mcp: timeout' } } as JSONRPCMessage).catch(() => {});
-        c.settle?.({ timeout: true });
-      }, p.timeoutMs);
       const params: Msg = { name, arguments: args };
       if (Object.keys(meta).length) params._meta = meta;
-      const send = () => this.down!.send({ jsonrpc: '2.0', id: downId, method: 'tools/call', params } as JSONRPCMessage)
-        .catch(() => c.settle?.({ closed: true }));
+      // The timeout is the server's time to answer, so it starts when the call is sent: after
+      // a restart of the server, not while it starts. A call settled before that (shutdown,
+      // the connection lost during the restart) is not sent at all: the gateway has stopped
+      // waiting for it, and a call sent after that could take effect after a re-send's
+      // lookup found nothing.
+      const send = () => {
+        const down = this.down;
+        if (c.phase !== 'sent') return;
+        if (!down) { c.settle?.({ notSent: true }); return; }
+        timer = setTimeout(() => {
+          down.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: downId, reason: 'opledger-mcp: timeout' } } as JSONRPCMessage).catch(() => {});
+          c.settle?.({ timeout: true });
+        }, p.timeoutMs);
+        return down.send({ jsonrpc: '2.0', id: downId, method: 'tools/call', params } as JSONRPCMessage)
+          .catch(() => c.settle?.({ closed: true }));
+      };
       // A live connection: send now (not a turn of the event loop later); else (re)connect first.
       if (this.down && !this.downReady) void send();
       else this.ready().then(send, () => c.settle?.({ notSent: true }));
@@ -595,6 +616,15 @@ export class Session {
     this.gw.inflight.set(opId, new Promise<void>((r) => { done = r; }));
     const info: DecisionInfo = { decision: 'execute', nextAction: d.nextAction, operationId: opId, attempt: d.attempt };
     try {
+      if (this.closing) {
+        // The gateway is shutting down while this call's op_begin was answered: it is not
+        // sent (the server may already be gone, and it must not be started again), and the
+        // ledger learns at once that it never ran, instead of holding it pending until
+        // its lease expires.
+        await this.record('fail', c, { reason: `not sent: the gateway shut down first (${this.closing})` }, true);
+        log('info', 'outcome', { tool: name, operationId: opId, attempt: d.attempt, outcome: 'retryable', reason: 'not sent: shutdown' });
+        return { error: { code: -32603, message: 'opledger-mcp: the gateway is shutting down; the call was not sent' } };
+      }
       const r = await this.forwardCall(c, name, fwdArgs, fwdMeta, p);
       if (this.gw.killAfterCall > 0 && Math.random() < this.gw.killAfterCall) {
         log('warn', 'fault_injection_sigkill', { operationId: opId });
@@ -810,11 +840,17 @@ export class Session {
     if (this.closing) return;
     this.closing = reason;
     const inflight = [...this.calls.values()].filter((c) => c.phase === 'sent');
-    log('info', 'session_close', { reason, inflight: inflight.length });
+    const asking = [...this.calls.values()].filter((c) => c.phase === 'ledger');
+    log('info', 'session_close', { reason, inflight: inflight.length, not_sent: asking.length });
     // Calls in flight: the server may or may not have done them. Record that (unknown) before going.
     for (const c of inflight) c.settle?.({ closed: true });
     const reported = inflight.map((c) => (c.opId ? this.gw.inflight.get(c.opId) : undefined)).filter((x) => x);
-    await Promise.race([Promise.allSettled(reported), sleep(5000)]);
+    // Calls still at the ledger (op_begin asked, an approval asked of the host) are never
+    // sent now (see execute): wait for them too, so a begun operation is reported not sent
+    // before the connections close, instead of staying pending until its lease expires.
+    // A question to the host is answered "shutting down" so it does not hold the exit.
+    for (const [k, done] of this.ownUp) { this.ownUp.delete(k); done({ error: { code: -32000, message: 'the gateway is shutting down' } }); }
+    await Promise.race([Promise.allSettled([...reported, ...asking.map((c) => c.finished)]), sleep(5000)]);
     this.closed = true;
     this.gw.sessions.delete(this);
     await Promise.allSettled([this.down?.close(), this.up.close()]);

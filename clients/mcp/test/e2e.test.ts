@@ -5,11 +5,12 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFile } from 'node:child_process';
+import net from 'node:net';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { connectDirect, connectHost, env, MAIN, opOf, pool, ROLES, SERVERS, sleep, sql, tmp, urlFor, writeConfig } from './helpers.js';
+import { connectDirect, connectHost, env, MAIN, opOf, pool, ROLES, SERVERS, sleep, sql, tmp, urlFor, writeConfig, type Host } from './helpers.js';
 
 const run = promisify(execFile);
 const memoryFile = path.join(tmp, 'memory.jsonl');
@@ -308,28 +309,26 @@ describe('fault server: outcomes recorded honestly', () => {
   });
 
   test('upstream cancellation after the call was sent: unknown', async () => {
-    // The call takes 1.5 s downstream, and the host cancels once the ledger shows the
-    // attempt running (then it is sent, or is a moment later): a fixed delay before
-    // cancelling could fall before op_begin on a loaded machine.
+    // The call takes 1.5 s downstream, and the host cancels once the server has the call
+    // (its "received" line): a pending row alone does not mean sent, since the gateway
+    // sends only after op_begin's answer, and a call cancelled before it was sent is
+    // rightly recorded as a retryable failure instead.
     const host = await connectHost({ config: cfg, server: FAULT, env: { ...fenv, FAULT_SLOW_MS: '1500' } });
     try {
       const ac = new AbortController();
       const p = host.client.callTool({ name: 'send', arguments: { item: 'cancel-1', fault: 'slow' } }, undefined, { signal: ac.signal });
-      for (let i = 0; i < 200; i++) {
-        const r = await sql("SELECT status::text FROM opledger.operations WHERE args->>'item' = 'cancel-1'");
-        if (r.length === 1 && r[0].status === 'pending') break;
-        await sleep(25);
-      }
-      await sleep(100);
+      await waitForLine(host, 'fault-server: received send cancel-1');
       ac.abort();
       await assert.rejects(p);
-      await sleep(300);
-      const rows = await sql("SELECT status::text FROM opledger.operations WHERE args->>'item' = 'cancel-1'");
-      assert.equal(rows.length, 1);
-      assert.ok(['unknown', 'succeeded'].includes(rows[0].status), rows[0].status);
+      // The gateway records the outcome after the host has given up on the call: wait for it.
+      const rows = await waitForRow('cancel-1', (r) => r.status !== 'pending');
+      assert.ok(['unknown', 'succeeded'].includes(rows.status), rows.status);
       // succeeded: the late answer (the server did it) was recorded after the unknown.
-      await sleep(400);
-      const ev = await sql("SELECT kind FROM opledger.events e JOIN opledger.operations o USING (operation_id) WHERE o.args->>'item' = 'cancel-1' ORDER BY e.event_id");
+      let ev: Array<Record<string, any>> = [];
+      await waitFor(async () => {
+        ev = await sql("SELECT kind FROM opledger.events e JOIN opledger.operations o USING (operation_id) WHERE o.args->>'item' = 'cancel-1' ORDER BY e.event_id");
+        if (!ev.some((e) => e.kind === 'mark_unknown')) throw new Error('not yet');
+      }, 10_000).catch(() => {});
       assert.ok(ev.some((e) => e.kind === 'mark_unknown'), JSON.stringify(ev));
     } finally {
       await host.close();
@@ -349,8 +348,8 @@ describe('fault server: outcomes recorded honestly', () => {
 
   test('SIGTERM with a call in flight: the gateway reports it unknown before it exits', async () => {
     // The downstream call takes 3 s here, under a 10 s timeout (a config of this test's
-    // own), and SIGTERM is sent once the ledger shows the attempt running: the call is
-    // in flight then, however loaded the machine is.
+    // own), and SIGTERM is sent once the server has the call (its "received" line): the
+    // call is in flight then, however loaded the machine is.
     const termCfg = writeConfig('fault-term', {
       server: 'fault-test',
       toolPrefix: 'fault.',
@@ -359,11 +358,7 @@ describe('fault server: outcomes recorded honestly', () => {
     });
     const host = await connectHost({ config: termCfg, server: FAULT, env: { ...fenv, FAULT_SLOW_MS: '3000' } });
     const p = host.client.callTool({ name: 'send', arguments: { item: 'term-1', fault: 'slow' } }).catch((e) => e);
-    for (let i = 0; i < 200; i++) {
-      const r = await sql("SELECT status::text FROM opledger.operations WHERE args->>'item' = 'term-1'");
-      if (r.length === 1 && r[0].status === 'pending') break;
-      await sleep(25);
-    }
+    await waitForLine(host, 'fault-server: received send term-1');
     process.kill(host.pid!, 'SIGTERM');
     await p;
     await sleep(300);
@@ -371,6 +366,48 @@ describe('fault server: outcomes recorded honestly', () => {
     assert.equal(rows.length, 1);
     assert.equal(rows[0].status, 'unknown');
     await host.close().catch(() => {});
+  });
+
+  test('SIGTERM while op_begin is being answered: the call is never sent, and is recorded as not sent (retryable) before the gateway exits', async () => {
+    // The test holds a lock that makes op_begin's insert wait, sends SIGTERM while the
+    // gateway waits on it, then lets op_begin finish: the gateway must not send the call
+    // (nor start its server again), and must not leave the operation pending until its
+    // lease expires.
+    const termCfg = writeConfig('fault-term-begin', {
+      server: 'fault-test',
+      toolPrefix: 'fault.',
+      tools: { send: { effect: 'non_idempotent_write', guarantee: 'read_before_write', timeout: '10s', lease: '30 seconds',
+                       idempotencyKey: { argument: 'reference' } } },
+    });
+    const beginItem = `term-begin-${process.pid}`;
+    const host = await connectHost({ config: termCfg, server: FAULT, env: fenv });
+    const locker = await pool.connect();
+    let locked = false;
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE opledger.operations IN SHARE ROW EXCLUSIVE MODE');
+      locked = true;
+      const p = host.client.callTool({ name: 'send', arguments: { item: beginItem, fault: 'ok' } }).catch((e) => e);
+      await waitFor(async () => {
+        const r = await sql("SELECT count(*)::int AS n FROM pg_catalog.pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%op_begin%'");
+        if (r[0].n < 1) throw new Error('op_begin is not waiting yet');
+      });
+      process.kill(host.pid!, 'SIGTERM');
+      await waitForLine(host, '"event":"session_close"');
+      await locker.query('COMMIT');
+      locked = false;
+      await p;
+      const gone = await waitFor(async () => { try { process.kill(host.pid!, 0); } catch { return; } throw new Error('still running'); }).then(() => true, () => false);
+      assert.ok(gone, 'the gateway exited');
+      const row = await waitForRow(beginItem, () => true, 1_000);
+      assert.equal(row.status, 'retryable', 'reported as not sent, not left pending');
+      assert.equal(count('send', (e) => e.item === beginItem), 0, 'never run');
+      assert.ok(!host.stderr.some((l) => l.includes(`fault-server: received send ${beginItem}`)), 'never sent');
+    } finally {
+      if (locked) await locker.query('ROLLBACK').catch(() => {});
+      locker.release();
+      await host.close().catch(() => {});
+    }
   });
 
   test('reconcile mode claims unknown operations and resolves them with the lookups', async () => {
@@ -396,6 +433,9 @@ describe('security: what the gateway shows, stores and refuses', () => {
   const count = (tool: string, pred: (e: any) => boolean = () => true) =>
     (fs.existsSync(effects) ? fs.readFileSync(effects, 'utf8').split('\n').filter((l) => l).map((l) => JSON.parse(l)) : [])
       .filter((e) => e.tool === tool && pred(e)).length;
+  // Secrets no operation ID, hash or timestamp of a stored row can hold by chance (not hex, not digits only).
+  const PIN1 = 'pin_S3CR3T_48213';
+  const PIN2 = 'pin_S3CR3T_59324';
   const stored = async (id: string) => ({
     op: (await sql('SELECT o::text AS t FROM opledger.operations o WHERE operation_id = $1', [id]))[0].t as string,
     events: (await sql('SELECT string_agg(e::text, \' \') AS t FROM opledger.events e WHERE operation_id = $1', [id]))[0].t as string,
@@ -452,13 +492,13 @@ describe('security: what the gateway shows, stores and refuses', () => {
     await gatewayCli(['register', '--config', cfg], ROLES.admin);
     const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
     try {
-      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-1', pin: '48213' } });
+      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-1', pin: PIN1 } });
       assert.equal(opOf(r1).decision, 'execute');
-      assert.match(r1.content[0].text, /PIN 48213 set/, 'the caller gets the real result');
-      assert.match(r1.structuredContent.note, /PIN 48213 set/);
+      assert.match(r1.content[0].text, new RegExp(`PIN ${PIN1} set`), 'the caller gets the real result');
+      assert.match(r1.structuredContent.note, new RegExp(`PIN ${PIN1} set`));
       const s = await stored(opOf(r1).operationId);
-      assert.ok(!s.op.includes('48213'), `the stored operation holds no secret: ${s.op}`);
-      assert.ok(!s.events.includes('48213'), `the events hold no secret: ${s.events}`);
+      assert.ok(!s.op.includes(PIN1), `the stored operation holds no secret: ${s.op}`);
+      assert.ok(!s.events.includes(PIN1), `the events hold no secret: ${s.events}`);
       assert.match(s.op, /\[REDACTED\]/);
     } finally {
       await host.close();
@@ -473,15 +513,15 @@ describe('security: what the gateway shows, stores and refuses', () => {
     await gatewayCli(['register', '--config', cfg], ROLES.admin);
     const host = await connectHost({ config: cfg, server: FAULT, env: fenv });
     try {
-      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-2', pin: '59324' } });
+      const r1: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-2', pin: PIN2 } });
       assert.equal(opOf(r1).decision, 'execute');
       const key = r1.structuredContent.api_key;
       assert.match(key, /^sk_live_/, 'the caller gets the real key');
       assert.ok(r1.content[0].text.includes(key));
       const s = await stored(opOf(r1).operationId);
-      assert.ok(!s.op.includes(key) && !s.op.includes('59324'), `the stored operation holds no secret: ${s.op}`);
-      assert.ok(!s.events.includes(key) && !s.events.includes('59324'), `the events hold no secret: ${s.events}`);
-      const r2: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-2', pin: '59324' } });
+      assert.ok(!s.op.includes(key) && !s.op.includes(PIN2), `the stored operation holds no secret: ${s.op}`);
+      assert.ok(!s.events.includes(key) && !s.events.includes(PIN2), `the events hold no secret: ${s.events}`);
+      const r2: any = await host.client.callTool({ name: 'issue_key', arguments: { item: 'sec-k-2', pin: PIN2 } });
       assert.equal(opOf(r2).decision, 'replay');
       assert.ok(!JSON.stringify(r2).includes(key), 'a replay returns the stored, redacted result');
       assert.match(r2.content.map((c: any) => c.text).join(' '), /REDACTED/);
@@ -599,21 +639,39 @@ describe('security: what the gateway shows, stores and refuses', () => {
 
 describe('Streamable HTTP upstream and downstream', () => {
   test('host --HTTP--> gateway --HTTP--> everything server', async () => {
-    const { spawn } = await import('node:child_process');
-    const port = 20000 + (process.pid % 20000);
-    const srv = spawn(process.execPath, [SERVERS.everything, 'streamableHttp'], { env: env({ PORT: String(port) }), stdio: ['ignore', 'pipe', 'pipe'] });
-    const gport = port + 1;
+    // The everything server listens on the PORT it is given: a port free a moment ago,
+    // and another one should something have taken it since. The gateway listens on a
+    // port the system picks (:0) and says which in its "listening" line.
+    let srv: ChildProcess | undefined;
+    let port = 0;
+    for (let tries = 0; !srv && tries < 5; tries++) {
+      port = await freePort();
+      const child = spawn(process.execPath, [SERVERS.everything, 'streamableHttp'], { env: env({ PORT: String(port) }), stdio: ['ignore', 'ignore', 'pipe'] });
+      const out: string[] = [];
+      child.stderr!.on('data', (d) => out.push(String(d)));
+      let exited = false;
+      child.on('exit', () => { exited = true; });
+      await waitFor(async () => { if (!exited && !out.join('').includes(`listening on port ${port}`)) throw new Error(`not yet: ${out.join('')}`); });
+      if (exited) continue;
+      srv = child;
+    }
+    assert.ok(srv, 'the everything server started on a free port');
     const cfg = writeConfig('http', { server: 'everything-http', tools: { 'get-sum': { effect: 'non_idempotent_write' } } });
-    let gw: ReturnType<typeof spawn> | undefined;
+    let gw: ChildProcess | undefined;
     try {
       await waitFor(async () => { await fetch(`http://127.0.0.1:${port}/mcp`, { method: 'GET' }).catch(() => { throw new Error('no'); }); });
-      gw = spawn(process.execPath, [MAIN, '--config', cfg, '--listen', `127.0.0.1:${gport}`, '--url', `http://127.0.0.1:${port}/mcp`],
+      gw = spawn(process.execPath, [MAIN, '--config', cfg, '--listen', '127.0.0.1:0', '--url', `http://127.0.0.1:${port}/mcp`],
         { env: env({ PGUSER: ROLES.agent }), stdio: ['ignore', 'ignore', 'pipe'] });
       const logs: string[] = [];
       gw.stderr!.on('data', (d) => logs.push(String(d)));
-      await waitFor(async () => { if (!logs.join('').includes('"listening"')) throw new Error('not yet'); });
+      let url = '';
+      await waitFor(async () => {
+        const m = /"event":"listening","url":"(http:\/\/127\.0\.0\.1:[1-9]\d*\/mcp)"/.exec(logs.join(''));
+        if (!m) throw new Error(`not yet: ${logs.join('')}`);
+        url = m[1];
+      });
       const client = new Client({ name: 'http-host', version: '1' }, { capabilities: {} });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${gport}/mcp`)));
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)));
       const tools = await client.listTools();
       assert.ok(tools.tools.some((t) => t.name === 'get-sum'));
       const a: any = await client.callTool({ name: 'get-sum', arguments: { a: 2, b: 3 } });
@@ -624,7 +682,7 @@ describe('Streamable HTTP upstream and downstream', () => {
       await client.close();
     } finally {
       gw?.kill('SIGTERM');
-      srv.kill('SIGTERM');
+      srv?.kill('SIGTERM');
     }
   });
 });
@@ -634,6 +692,32 @@ async function waitFor(f: () => Promise<void>, ms = 15_000): Promise<void> {
   for (;;) {
     try { await f(); return; } catch (e) { if (Date.now() > end) throw e; await sleep(100); }
   }
+}
+
+/** Waits until a line holding `text` is on the host's stderr (the gateway's, and its server's). */
+async function waitForLine(host: Host, text: string, ms = 15_000): Promise<void> {
+  await waitFor(async () => { if (!host.stderr.some((l) => l.includes(text))) throw new Error(`no "${text}" on stderr: ${host.stderr.join('\n')}`); }, ms);
+}
+
+/** The one operation of an item once `ok` holds for it. */
+async function waitForRow(item: string, ok: (r: Record<string, any>) => boolean, ms = 15_000): Promise<Record<string, any>> {
+  let rows: Array<Record<string, any>> = [];
+  await waitFor(async () => {
+    rows = await sql("SELECT operation_id, status::text AS status FROM opledger.operations WHERE args->>'item' = $1", [item]);
+    if (rows.length !== 1 || !ok(rows[0])) throw new Error('not yet');
+  }, ms).catch(() => {});
+  assert.equal(rows.length, 1, `one operation for ${item}: ${JSON.stringify(rows)}`);
+  assert.ok(ok(rows[0]), `${item}: ${JSON.stringify(rows[0])}`);
+  return rows[0];
+}
+
+/** A TCP port nothing listens on now (the everything server takes its port from PORT and cannot report one the system chose). */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+  });
 }
 
 void urlFor;

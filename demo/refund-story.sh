@@ -232,7 +232,7 @@ drop_next_ack
 # reconciler's role (the agent may not call op_resolve).
 HOST_OUT=$(PGUSER=support_agent \
     OPLEDGER_RECONCILER_DATABASE_URL="postgresql://refund_reconciler@/$PGDATABASE?host=$PGHOST&port=$PGPORT" \
-    node "$MCP_DIST/examples/demo-host.js" --tool refund --timeout-ms 1000 --sends 2 \
+    node "$MCP_DIST/examples/demo-host.js" --tool refund --timeout-ms 1000 --resend-timeout-ms 15000 --sends 2 \
     --args '{"charge":"ch_3003","amount_cents":3000,"currency":"eur"}' \
     -- "$MCP_BIN" --config "$HERE/mcp-payments.json" -- node "$MCP_DIST/examples/payments-server.js" --provider "$PROVIDER" \
     2>>"$CLUSTER_DIR/mcp.log")

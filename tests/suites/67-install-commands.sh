@@ -169,7 +169,7 @@ if documented docs/console.md "$cmd" && documented docs/console.md 'node clients
             --listen "127.0.0.1:$port" >"$log" 2>&1 &
         pid=$!
         for _ in $(seq 1 100); do grep -q 'open http' "$log" && break; sleep 0.1; done
-        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/login")
+        code=$(curl -s --retry 20 --retry-connrefused --retry-delay 1 --max-time 10 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/login")
         kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
         cat "$log"
         [ "$code" = 200 ]

@@ -1,7 +1,10 @@
 // A minimal MCP host for the refund story: connects to a server command over stdio
 // (the SDK's real client), calls one tool with a request timeout, and re-sends the
 // same call after a timeout or an isError answer, as hosts do. One JSON line per answer.
-//   node dist/examples/demo-host.js --tool NAME --args JSON [--timeout-ms 1000] [--sends 2] -- COMMAND [ARGS...]
+// A re-send waits --resend-timeout-ms (default: --timeout-ms): it may have to wait for the
+// first call's outcome and reconcile it, which on a loaded machine takes longer.
+//   node dist/examples/demo-host.js --tool NAME --args JSON [--timeout-ms 1000] [--resend-timeout-ms MS] [--sends 2]
+//                                   -- COMMAND [ARGS...]
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 
@@ -17,7 +20,7 @@ const sends = Number(opt('--sends', '2'));
 for (let i = 1; i <= sends; i++) {
   try {
     const r: any = await client.callTool({ name: opt('--tool')!, arguments: JSON.parse(opt('--args', '{}')!) }, undefined,
-      { timeout: Number(opt('--timeout-ms', '1000')) });
+      { timeout: Number(i === 1 ? opt('--timeout-ms', '1000') : opt('--resend-timeout-ms', opt('--timeout-ms', '1000'))) });
     const op = r._meta?.['opledger/operation'] ?? {};
     console.log(JSON.stringify({ send: i, isError: r.isError === true, decision: op.decision, operation_id: op.operationId, text: r.content?.[0]?.text }));
   } catch (e) {

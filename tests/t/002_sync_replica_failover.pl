@@ -25,17 +25,21 @@ setup_ledger($primary);
 $primary->safe_psql('postgres', 'CREATE EXTENSION amcheck');
 $primary->backup('bk');
 
-my $standby = PostgreSQL::Test::Cluster->new('standby1');
-$standby->init_from_backup($primary, 'bk', has_streaming => 1);
-$standby->append_conf('postgresql.conf', "fsync = on\n");
-$standby->start;
-
-# Make the standby synchronous only now (before it exists a commit would wait forever).
+# Make the standby synchronous only after the backup (until the standby runs, a commit
+# would wait), and before the standby starts: a commit waits only once the checkpointer
+# has read the new setting, and the standby's start gives it time to, after which
+# nothing commits until the standby is synchronous.
 $primary->safe_psql('postgres', q{
 	ALTER SYSTEM SET synchronous_standby_names = 'standby1';
 	ALTER SYSTEM SET synchronous_commit = 'remote_apply';
 	SELECT pg_reload_conf();
 });
+
+my $standby = PostgreSQL::Test::Cluster->new('standby1');
+$standby->init_from_backup($primary, 'bk', has_streaming => 1);
+$standby->append_conf('postgresql.conf', "fsync = on\n");
+$standby->start;
+
 ok($primary->poll_query_until('postgres',
 	q{SELECT sync_state = 'sync' FROM pg_stat_replication WHERE application_name = 'standby1'}),
 	'standby1 is a synchronous standby');

@@ -27,6 +27,7 @@ import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { connectHost, env, MAIN, opOf, pool, ROLES, SERVERS, sleep, sql, tmp, writeConfig, type Host } from './helpers.js';
+import { seededRandom } from './fixtures/prng.js';
 
 const run = promisify(execFile);
 const INTENTS = Number(process.env.CHAOS_INTENTS ?? 10);
@@ -34,15 +35,8 @@ const SOAK_S = Number(process.env.CHAOS_SOAK_SECONDS ?? 0);
 const KILL_P = process.env.CHAOS_KILL ?? '0.08';
 const SEED = process.env.CHAOS_SEED !== undefined ? Number(process.env.CHAOS_SEED) >>> 0 : (Date.now() ^ (process.pid << 16)) >>> 0;
 
-// The host's choices (re-send or not, the pauses) come from a seeded PRNG (mulberry32).
-let state = SEED;
-function random(): number {
-  state = (state + 0x6d2b79f5) >>> 0;
-  let t = state;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+// The host's choices (re-send or not, the pauses) come from the seed.
+const random = seededRandom(SEED);
 const effectsFile = path.join(tmp, 'chaos-effects.jsonl');
 const scope = `chaos-${process.pid}`;
 
